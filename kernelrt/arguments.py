@@ -1,0 +1,130 @@
+"""Checks of kernel arguments and array inputs, with messages that say what to do.
+
+Backends call ``check_kernel_arguments`` on the slow path of a launch (the first launch
+with new argument types, or one numba refused), so the common launch pays nothing and
+a bad one is explained before anything runs. ``check_shape`` and ``check_dtype`` are
+the shared helpers for allocation and the kernel library's drivers.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .errors import BackendMismatchError, KernelArgumentError
+
+__all__ = [
+    "is_device_array",
+    "check_kernel_arguments",
+    "check_shape",
+    "check_dtype",
+    "describe",
+]
+
+
+def is_device_array(a) -> bool:
+    """True for CUDA arrays: numba's (also the simulator's), CuPy's, any CUDA array interface."""
+    if isinstance(a, np.ndarray):
+        return False
+    return getattr(a, "__cuda_ndarray__", False) is True or hasattr(a, "__cuda_array_interface__")
+
+
+def describe(a) -> str:
+    """A short description of a value for error messages."""
+    if isinstance(a, np.ndarray) or is_device_array(a):
+        kind = "device array" if is_device_array(a) else "array"
+        return f"{kind} of {np.dtype(a.dtype).name} with shape {tuple(a.shape)}"
+    return f"{type(a).__name__} {a!r}"[:80]
+
+
+def check_shape(shape, what: str = "shape") -> tuple[int, ...]:
+    """An int or a tuple of ints >= 0, as a tuple."""
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+        isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape
+    ):
+        raise TypeError(f"{what} must be an int or a tuple of ints (got {shape!r})")
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{what} must not have negative extents (got {tuple(shape)})")
+    return tuple(int(s) for s in shape)
+
+
+def check_dtype(dtype, what: str = "dtype") -> np.dtype:
+    """A numeric numpy dtype (kernels cannot take object or string arrays)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{what} must be a numpy dtype (got {dtype!r})") from None
+    if dt.kind not in "biufc":
+        raise TypeError(f"{what} must be a numeric dtype (got {dt})")
+    return dt
+
+
+def check_kernel_arguments(kernel, args, *, backend: str, typeof, declared=None) -> tuple:
+    """Validate ``args`` for ``kernel`` on ``backend``; return the types to compile for.
+
+    ``declared`` (numba types) overrides the kernel's own signature, if any.
+    """
+    if len(args) != len(kernel.params):
+        raise KernelArgumentError(
+            f"kernel {kernel.name!r} takes {len(kernel.params)} arguments "
+            f"({', '.join(kernel.params)}) (got {len(args)})"
+        )
+    for name, a in zip(kernel.params, args):
+        if backend == "cpu" and is_device_array(a):
+            raise BackendMismatchError(
+                f"argument {name!r} of {kernel.name!r} is a CUDA {describe(a)}; CPUBackend "
+                f"kernels take numpy arrays (copy it with the CUDA backend's to_host)"
+            )
+        if backend == "cuda" and isinstance(a, np.ndarray):
+            raise BackendMismatchError(
+                f"argument {name!r} of {kernel.name!r} is a host numpy {describe(a)}; "
+                f"CUDABackend kernels take device arrays (use backend.to_device({name}))"
+            )
+    types = []
+    for name, a in zip(kernel.params, args):
+        try:
+            types.append(typeof(a))
+        except (TypeError, ValueError):
+            raise KernelArgumentError(
+                f"argument {name!r} of {kernel.name!r} has a type kernels cannot take "
+                f"(got {type(a).__name__}); pass arrays, numbers or tuples of numbers"
+            ) from None
+    declared = declared if declared is not None else kernel.signature
+    if declared is not None:
+        for name, a, got, want in zip(kernel.params, args, types, declared):
+            _check_against(kernel, name, a, got, want)
+        return tuple(declared)
+    return tuple(types)
+
+
+def _check_against(kernel, name, a, got, want) -> None:
+    from numba.core import types as nbt
+
+    where = f"argument {name!r} of {kernel.name!r}"
+    if isinstance(want, nbt.Array):
+        if not isinstance(got, nbt.Array):
+            raise KernelArgumentError(f"{where} must be a {want.ndim}-D {want.dtype} array (got {describe(a)})")
+        if got.dtype != want.dtype:
+            raise KernelArgumentError(f"{where} must be an array of {want.dtype} (got {got.dtype}); convert with .astype")
+        if got.ndim != want.ndim:
+            raise KernelArgumentError(
+                f"{where} must be a {want.ndim}-D array (got {got.ndim}-D, shape {tuple(a.shape)})"
+            )
+        if want.layout in "CF" and got.layout != want.layout:
+            order = "C" if want.layout == "C" else "Fortran"
+            raise KernelArgumentError(
+                f"{where} must be {order}-contiguous (got a non-contiguous array with strides "
+                f"{tuple(a.strides)}); pass a contiguous copy"
+            )
+        if want.mutable and not got.mutable:
+            raise KernelArgumentError(f"{where} must be writeable (got a read-only array)")
+    elif isinstance(want, (nbt.Number, nbt.Boolean)):
+        if not isinstance(got, (nbt.Number, nbt.Boolean)):
+            raise KernelArgumentError(f"{where} must be a {want} scalar (got {describe(a)})")
+        if isinstance(want, nbt.Integer) and isinstance(got, nbt.Float):
+            raise KernelArgumentError(f"{where} must be an integer ({want}) (got float {a!r})")
+    elif got != want:
+        raise KernelArgumentError(f"{where} must be {want} (got {got})")

@@ -1,0 +1,180 @@
+"""The Backend contract, shared by CUDABackend and CPUBackend, and ``get_backend``.
+
+Every backend has the same members (DESIGN.md's table), so code written against a
+backend runs unchanged on a GPU or on the CPU cores. ``get_backend`` is the one place
+that chooses a backend: CUDA when ``CUDABackend.availability()`` is ok, otherwise the
+CPU, with the reason logged once per process.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import config
+from .arguments import check_dtype, check_shape
+from .errors import BackendMismatchError, CudaUnavailableError
+from .kernel_def import Kernel
+
+__all__ = ["Backend", "CompiledKernel", "get_backend"]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """A kernel prepared by one backend (``compile_kernel``'s result).
+
+    ``status`` says where its code came from: ``"compiled"``, ``"disk"`` (the disk
+    cache), ``"memory"`` (already in this process), ``"lazy"`` (no signature yet: it is
+    compiled, through the cache, at the first launch) or ``"simulator"``.
+    """
+
+    kernel: Kernel
+    backend: str
+    device_id: int
+    argtypes: tuple | None
+    status: str
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
+
+
+class Backend(abc.ABC):
+    """Abstract contract; see CUDABackend and CPUBackend."""
+
+    name: str = "?"
+
+    # -- identity ------------------------------------------------------------------------
+
+    @classmethod
+    @abc.abstractmethod
+    def availability(cls, device_id: int = 0):
+        """Whether this backend can run here, and why not (an ``Availability``)."""
+
+    @classmethod
+    def check_available(cls, device_id: int = 0) -> bool:
+        return bool(cls.availability(device_id))
+
+    @property
+    def is_available(self) -> bool:
+        return bool(self.availability(self.device_id))
+
+    device_id: int
+    device_name: str
+    compute_capability: tuple[int, int] | None
+
+    # -- memory --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def allocate(self, shape, dtype=np.float32):
+        """An uninitialised array of ``shape`` and ``dtype`` on this backend's device."""
+
+    @abc.abstractmethod
+    def zeros(self, shape, dtype=np.float32):
+        """A zero-filled array on this backend's device."""
+
+    @abc.abstractmethod
+    def to_device(self, a, stream=None):
+        """Copy host array ``a`` to this device (a C-contiguous copy)."""
+
+    @abc.abstractmethod
+    def to_host(self, a, stream=None):
+        """Copy array ``a`` back to a host numpy array."""
+
+    @abc.abstractmethod
+    def synchronize(self) -> None:
+        """Wait until all work queued on this device has finished."""
+
+    @abc.abstractmethod
+    def get_memory_info(self) -> tuple[int, int]:
+        """(free_bytes, total_bytes) of this backend's device."""
+
+    @abc.abstractmethod
+    def stream(self):
+        """A new stream (work queue) on this device."""
+
+    @abc.abstractmethod
+    def event(self, timing: bool = True):
+        """A new event on this device, for ordering and timing."""
+
+    # -- kernels ---------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def compile_kernel(self, func, signature=None) -> CompiledKernel:
+        """Compile ``func`` for this device through the disk cache."""
+
+    @abc.abstractmethod
+    def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
+        """Run ``kernel`` over ``grid`` x ``block`` threads with ``args``."""
+
+    def is_device_array(self, a) -> bool:
+        """True when ``a`` is an array this backend's kernels take."""
+        return isinstance(a, np.ndarray)
+
+    # -- shared helpers ---------------------------------------------------------------------
+
+    @staticmethod
+    def _shape_dtype(shape, dtype):
+        return check_shape(shape), check_dtype(dtype)
+
+    def _kernel_of(self, kernel) -> Kernel:
+        """The Kernel behind ``kernel`` (a Kernel, or a CompiledKernel of this backend)."""
+        if type(kernel) is Kernel:
+            return kernel
+        if isinstance(kernel, CompiledKernel):
+            if kernel.backend != self.name:
+                raise BackendMismatchError(
+                    f"kernel {kernel.name!r} was compiled by the {kernel.backend} backend; "
+                    f"compile it with this {self.name} backend (backend.compile_kernel)"
+                )
+            if kernel.device_id != self.device_id:
+                from .errors import DeviceMismatchError
+
+                raise DeviceMismatchError(
+                    f"kernel {kernel.name!r} was compiled for device {kernel.device_id}, not this "
+                    f"backend's device {self.device_id}; compile it with this backend"
+                )
+            return kernel.kernel
+        return self._adopt(kernel)
+
+    def _adopt(self, func) -> Kernel:
+        raise BackendMismatchError(
+            f"{self.name} backend launches kernelrt kernels (@kernelrt.kernel or "
+            f"@kernelrt.cuda_kernel) (got {type(func).__name__} {getattr(func, '__name__', '')!r})"
+        )
+
+    def __repr__(self):
+        return f"<{type(self).__name__} device {self.device_id}: {self.device_name}>"
+
+
+_logged_reasons: set[str] = set()
+_log_lock = threading.Lock()
+
+
+def get_backend(kind: str = "auto", device_id: int = 0, **options) -> Backend:
+    """The backend to use: ``"cuda"``, ``"cpu"``, or ``"auto"`` (CUDA if available).
+
+    ``"cuda"`` raises CudaUnavailableError with the reason when CUDA cannot be used;
+    ``"auto"`` then falls back to the CPU and logs the reason once. ``options`` go to
+    the backend's constructor (``enable_caching``, ``cache_dir``).
+    """
+    from .cpu_backend import CPUBackend
+    from .cuda_backend import CUDABackend
+
+    if kind not in ("auto", "cuda", "cpu"):
+        raise ValueError(f"kind must be 'auto', 'cuda' or 'cpu' (got {kind!r})")
+    if kind == "cpu":
+        return CPUBackend(**options)
+    if kind == "cuda":
+        return CUDABackend(device_id=device_id, **options)
+    try:
+        return CUDABackend(device_id=device_id, **options)
+    except CudaUnavailableError as e:
+        with _log_lock:
+            if str(e) not in _logged_reasons:
+                _logged_reasons.add(str(e))
+                config.logger.warning("kernelrt: using the CPU backend: %s", e)
+        return CPUBackend(**options)

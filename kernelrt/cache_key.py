@@ -1,0 +1,237 @@
+"""The cache key: a labelled digest of everything that changes a compiled kernel.
+
+``KeyBuilder`` hashes ``label | len | bytes`` per field, starting with
+``KEY_SCHEMA_VERSION``, so two different field sequences can never collide by
+concatenation. ``function_fingerprint`` walks a kernel's bytecode for the globals and
+closure cells it reads and follows every jitted callee, in any module, recursively:
+an edit to a device function in another file, or to a global constant, changes the key
+(numba's own cache misses both: numba/numba#9483). Content is hashed, never mtimes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import functools
+import hashlib
+import inspect
+import marshal
+import platform
+import sys
+import types
+
+__all__ = ["KEY_SCHEMA_VERSION", "KeyBuilder", "function_fingerprint", "toolchain_versions", "cpu_target"]
+
+KEY_SCHEMA_VERSION = 1
+
+_SCALARS = (int, float, complex, bool, str, bytes, type(None))
+
+
+class KeyBuilder:
+    """Accumulates labelled fields; ``digest()`` is the cache key, ``fields`` the audit trail."""
+
+    def __init__(self):
+        self._hash = hashlib.sha256()
+        self.fields: list[tuple[str, str]] = []
+        self.add("schema", str(KEY_SCHEMA_VERSION))
+
+    def add(self, label: str, value) -> "KeyBuilder":
+        data = value if isinstance(value, bytes) else str(value).encode()
+        for part in (label.encode(), len(data).to_bytes(8, "little"), data):
+            self._hash.update(part)
+        shown = value if isinstance(value, str) and len(value) < 80 else hashlib.sha256(data).hexdigest()[:12]
+        self.fields.append((label, shown))
+        return self
+
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+
+def function_fingerprint(func) -> bytes:
+    """Digest of ``func``'s source and of everything it reads, recursively."""
+    out = hashlib.sha256()
+    _Walker(out).function(func, "root")
+    return out.digest()
+
+
+class _Walker:
+    def __init__(self, out):
+        self.out = out
+        self.seen: set[int] = set()
+
+    def emit(self, *parts):
+        for p in parts:
+            data = p if isinstance(p, bytes) else str(p).encode()
+            self.out.update(len(data).to_bytes(8, "little") + data)
+
+    def function(self, func, label):
+        func = inspect.unwrap(func)
+        code = getattr(func, "__code__", None)
+        if code is None:
+            self.emit("opaque", label, _qualname(func))
+            return
+        if id(code) in self.seen:
+            self.emit("seen", _qualname(func))
+            return
+        self.seen.add(id(code))
+        self.emit("function", label, _qualname(func), _source(func))
+        for name in sorted(_global_names(code)):
+            chain = name.split(".")
+            value = _resolve(func.__globals__, chain)
+            self.value(value, f"global {name}")
+        for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # empty cell
+                value = None
+            self.value(value, f"closure {name}")
+
+    def value(self, value, label):
+        target = _jitted_python_function(value)
+        if target is not None:
+            self.emit(label, "jitted", _options(value))
+            self.function(target, label)
+        elif isinstance(value, types.FunctionType):
+            self.function(value, label)
+        elif isinstance(value, types.ModuleType):
+            self.emit(label, "module", value.__name__)
+        elif isinstance(value, _SCALARS):
+            self.emit(label, type(value).__name__, repr(value))
+        elif isinstance(value, (tuple, list, frozenset)):
+            self.emit(label, type(value).__name__, len(value))
+            for i, item in enumerate(value):
+                self.value(item, f"{label}[{i}]")
+        elif type(value).__module__ == "numpy" and hasattr(value, "dtype"):
+            self._numpy(value, label)
+        elif value is _MISSING:
+            self.emit(label, "unresolved")
+        else:
+            # Classes, builtins, numba types, enums: their identity is their name and repr
+            # (numba freezes only the values above into compiled code).
+            self.emit(label, type(value).__qualname__, _stable_repr(value))
+
+    def _numpy(self, value, label):
+        import numpy as np
+
+        arr = np.asarray(value)
+        self.emit(label, "ndarray", arr.dtype.str, arr.shape, hashlib.sha256(arr.tobytes()).hexdigest())
+
+
+_MISSING = object()
+
+
+def _resolve(namespace, chain):
+    value = namespace.get(chain[0], getattr(builtins, chain[0], _MISSING))
+    for attr in chain[1:]:
+        if value is _MISSING:
+            break
+        value = getattr(value, attr, _MISSING)
+    return value
+
+
+def _global_names(code) -> set[str]:
+    """Globals a code object reads, with module attribute chains (``np.pi``, ``mod.f``)."""
+    names: set[str] = set()
+    for co in _code_objects(code):
+        chain: list[str] = []
+        for ins in dis.get_instructions(co):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                if chain:
+                    names.add(".".join(chain))
+                chain = [ins.argval]
+            elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain:
+                chain.append(ins.argval)
+            else:
+                if chain:
+                    names.add(".".join(chain))
+                chain = []
+        if chain:
+            names.add(".".join(chain))
+    return names
+
+
+def _code_objects(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _jitted_python_function(value):
+    """The Python function behind a numba dispatcher or a kernelrt Kernel, else None."""
+    if type(value).__name__ == "Kernel" and hasattr(value, "py_func") and hasattr(value, "cpu_twin"):
+        return value.py_func
+    py_func = getattr(value, "py_func", None)
+    if py_func is not None and hasattr(value, "targetoptions"):
+        return py_func
+    return None
+
+
+def _options(dispatcher) -> str:
+    opts = getattr(dispatcher, "targetoptions", None) or getattr(dispatcher, "options", {})
+    return repr(sorted((k, repr(v)) for k, v in dict(opts).items()))
+
+
+def _qualname(obj) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
+
+
+def _source(func) -> bytes:
+    try:
+        return inspect.getsource(func).encode()
+    except (OSError, TypeError):
+        # No source file (exec'd without linecache): fall back to the code object.
+        return marshal.dumps(func.__code__)
+
+
+def _stable_repr(value) -> str:
+    text = repr(value)
+    return text if " at 0x" not in text else type(value).__qualname__
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain_versions(target: str) -> str:
+    """Versions of everything between the source and the binary for ``target``."""
+    import llvmlite
+    import numba
+    import numpy
+
+    from . import __version__
+
+    parts = [
+        f"python={sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}",
+        f"numba={numba.__version__}",
+        f"llvmlite={llvmlite.__version__}",
+        f"numpy={numpy.__version__}",
+        f"kernelrt={__version__}",
+    ]
+    if target == "cuda":
+        parts += _cuda_versions()
+    return ";".join(parts)
+
+
+def _cuda_versions() -> list[str]:
+    from importlib import metadata
+
+    parts = []
+    try:
+        parts.append(f"numba-cuda={metadata.version('numba-cuda')}")
+    except metadata.PackageNotFoundError:
+        parts.append("numba-cuda=?")
+    from .devices import probe
+
+    facts = probe()
+    parts.append(f"cuda-runtime={facts.runtime_version}")
+    parts.append(f"nvvm={facts.nvvm_version}")
+    return parts
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_target() -> str:
+    """The LLVM CPU name and feature string numba compiles for on this host."""
+    import llvmlite.binding as ll
+    from numba.core import config
+
+    name = config.CPU_NAME or ll.get_host_cpu_name()
+    features = config.CPU_FEATURES if config.CPU_FEATURES is not None else ll.get_host_cpu_features().flatten()
+    return f"{platform.machine()}-{name}-{hashlib.sha256(str(features).encode()).hexdigest()[:12]}"

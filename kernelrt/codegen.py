@@ -1,0 +1,72 @@
+"""Generates the launchable Python functions for a per-thread kernel.
+
+For a ``@kernel(ndim=N)`` body ``f(i[, j[, k]], *args)`` this module writes:
+
+* a CUDA entry point ``f__cuda(*args)`` that reads ``cuda.grid(N)`` and calls the
+  body compiled as a device function;
+* a CPU entry point ``f__cpu(nx, ny, nz, min_rows, *args)`` that runs the same index
+  space with ``prange``. In 2-D/3-D it parallelises over the rows (y, z) and runs x
+  innermost, which keeps C-ordered arrays indexed ``[.., j, i]`` streaming; when there
+  are too few rows to keep every core busy it parallelises over all threads instead.
+
+The sources are registered with ``linecache`` under a readable pseudo-filename, so
+tracebacks, ``inspect.getsource`` and the cache key (which hashes source) all see them.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+__all__ = ["cuda_entry_source", "cpu_entry_source", "materialize"]
+
+_INDEX = ("i", "j", "k")
+
+
+def _arglist(params) -> str:
+    # Prefixed names cannot clash with the body's own names or with our locals.
+    return ", ".join(f"a_{p}" for p in params)
+
+
+def cuda_entry_source(name: str, ndim: int, params) -> str:
+    args = _arglist(params)
+    index = ", ".join(_INDEX[:ndim])
+    call = ", ".join(filter(None, [index, args]))
+    return (
+        f"def {name}__cuda({args}):\n"
+        f"    {index} = cuda.grid({ndim})\n"
+        f"    body({call})\n"
+    )
+
+
+def cpu_entry_source(name: str, ndim: int, params) -> str:
+    args = _arglist(params)
+    head = f"def {name}__cpu(nx, ny, nz, min_rows{', ' if args else ''}{args}):\n"
+    tail_args = f", {args}" if args else ""
+    if ndim == 1:
+        return head + f"    for i in prange(nx):\n        body(i{tail_args})\n"
+    index = ", ".join(_INDEX[:ndim])
+    return head + (
+        "    rows = ny * nz\n"
+        "    if rows >= min_rows:\n"
+        "        for r in prange(rows):\n"
+        "            k = r // ny\n"
+        "            j = r - k * ny\n"
+        "            for i in range(nx):\n"
+        f"                body({index}{tail_args})\n"
+        "    else:\n"
+        "        for t in prange(nx * rows):\n"
+        "            r = t // nx\n"
+        "            i = t - r * nx\n"
+        "            k = r // ny\n"
+        "            j = r - k * ny\n"
+        f"            body({index}{tail_args})\n"
+    )
+
+
+def materialize(source: str, func_name: str, namespace: dict, origin: str):
+    """Exec ``source`` in ``namespace`` and return ``func_name``, with source lookup."""
+    filename = f"<kernelrt-generated {origin}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    exec(code, namespace)
+    return namespace[func_name]

@@ -1,0 +1,344 @@
+"""Numba compilation of kernelrt kernels for the CPU and CUDA targets, through the caches.
+
+One numba dispatcher exists per (kernel, target) per process; its overloads are the
+in-memory cache. A missing overload is looked up in the disk cache by a key built from
+the kernel's code and everything it reads (cache_key.py), the argument types, the
+options, the target and the toolchain versions; otherwise it is compiled once under a
+per-key lock (other processes wait, then load) and stored.
+
+What is stored is numba's own serialised form: ``CompileResult._reduce()`` on the CPU
+(what numba's ``cache=True`` writes) and ``_Kernel._reduce_states()`` for CUDA (LLVM IR,
+PTX and, when compiled on a device, the cubin). Dispatchers have compilation disabled
+after each overload is added, so a launch with new argument types fails fast in numba's
+C dispatcher and comes back here instead of compiling behind the cache's back.
+
+CUDA kernels can also be compiled with no device present (``compile_cuda_offline``),
+for ``kernelrt cache warm --cc 80,90`` and the PTX test layer: numba-cuda asks the
+current device for its compute capability while compiling, and we answer for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pickle
+import threading
+import time
+import types
+import weakref
+
+from . import codegen, config
+from .cache_key import KeyBuilder, cpu_target, function_fingerprint, toolchain_versions
+from .kernel_def import Kernel
+
+__all__ = [
+    "cpu_dispatcher",
+    "cuda_dispatcher",
+    "ensure_cpu",
+    "ensure_cuda",
+    "compile_cuda_offline",
+    "cuda_arch",
+    "INDEX_TYPES",
+    "compile_ptx",
+]
+
+_PAYLOAD_VERSION = 1
+_dispatchers: "weakref.WeakKeyDictionary[Kernel, dict]" = weakref.WeakKeyDictionary()
+_registry_lock = threading.RLock()
+_key_locks: dict[str, threading.Lock] = {}
+
+
+def cuda_arch(cc) -> tuple:
+    """numba-cuda's arch tuple for a device: sm_90 and newer use the 'a' variant."""
+    major, minor = cc[:2]
+    return (major, minor, "a" if (major, minor) >= (9, 0) else "")
+
+
+# -- dispatchers ------------------------------------------------------------------
+
+
+def _entry_functions(kernel: Kernel, target: str):
+    """The Python function numba compiles for ``target`` and its namespace."""
+    if target == "cpu":
+        import numba
+
+        if kernel.kind == "cuda":
+            return kernel.cpu_twin
+        # inline="always" inlines at numba-IR level; an LLVM call per element costs ~5x.
+        body = numba.njit(inline="always", fastmath=kernel.options["fastmath"])(kernel.py_func)
+        src = codegen.cpu_entry_source(kernel.name, kernel.ndim, kernel.params)
+        ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__}
+        return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu")
+    from numba import cuda
+
+    if kernel.kind == "cuda":
+        return kernel.py_func
+    body = cuda.jit(device=True, fastmath=kernel.options["fastmath"])(kernel.py_func)
+    src = codegen.cuda_entry_source(kernel.name, kernel.ndim, kernel.params)
+    ns = {"cuda": cuda, "body": body, "__name__": kernel.py_func.__module__}
+    return codegen.materialize(src, f"{kernel.name}__cuda", ns, f"{kernel.qualname} cuda")
+
+
+def _dispatcher(kernel: Kernel, target_label: str, make):
+    with _registry_lock:
+        per_kernel = _dispatchers.setdefault(kernel, {})
+        if target_label not in per_kernel:
+            per_kernel[target_label] = make()
+        return per_kernel[target_label]
+
+
+def cpu_dispatcher(kernel: Kernel):
+    """The process's ``njit(parallel=True)`` dispatcher of ``kernel``'s CPU entry."""
+    from .cpu_threads import prepare_threading_layer
+
+    def make():
+        import numba
+
+        prepare_threading_layer()
+        entry = _entry_functions(kernel, "cpu")
+        disp = numba.njit(parallel=True, nogil=True, fastmath=kernel.options["fastmath"])(entry)
+        disp._can_compile = False  # disable_compile() refuses before the first overload
+        return disp
+
+    return _dispatcher(kernel, "cpu", make)
+
+
+def cuda_dispatcher(kernel: Kernel, cc):
+    """The process's ``cuda.jit`` dispatcher of ``kernel`` for compute capability ``cc``."""
+
+    def make():
+        from numba import cuda
+
+        disp = cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"])
+        if not config.simulator_enabled():
+            disp._can_compile = False  # disable_compile() refuses before the first overload
+        return disp
+
+    return _dispatcher(kernel, f"cuda:{cc[0]}.{cc[1]}", make)
+
+
+# -- keys ---------------------------------------------------------------------------
+
+INDEX_TYPES = 4  # nx, ny, nz, min_rows lead the CPU entry's arguments
+
+
+def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> tuple[str, list]:
+    kb = KeyBuilder()
+    kb.add("kernel", kernel.qualname).add("kind", kernel.kind).add("ndim", str(kernel.ndim))
+    kb.add("code", function_fingerprint(entry))
+    if kernel.kind == "thread":
+        kb.add("body", function_fingerprint(kernel.py_func))
+    kb.add("signature", ", ".join(str(t) for t in argtypes))
+    kb.add("options", repr(sorted(kernel.options.items())))
+    kb.add("target", target_label)
+    kb.add("versions", versions)
+    return kb.digest(), kb.fields
+
+
+# -- the shared miss path -------------------------------------------------------------------
+
+
+def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load) -> str:
+    """Load ``key`` from disk or compile it once across processes; returns 'disk' or 'compiled'."""
+    with _registry_lock:
+        key_lock = _key_locks.setdefault(key, threading.Lock())
+    with key_lock:
+        if _try_load(disk, key, load):
+            return "disk"
+        with disk.lock(key):
+            if _try_load(disk, key, load):  # another process compiled it while we waited
+                return "disk"
+            t0 = time.perf_counter()
+            obj = compile_fn()
+            seconds = time.perf_counter() - t0
+            disk.record(misses=1, compile_seconds=seconds)
+            config.logger.debug("compiled %s for %s in %.2fs", meta["kernel"], meta["target"], seconds)
+            try:
+                # numba's pickler (cloudpickle) serialises generated functions by value.
+                from numba.core.serialize import dumps
+
+                payload = dumps((_PAYLOAD_VERSION, dump(obj)))
+            except Exception as e:  # uncachable (e.g. dynamic globals): keep it in memory only
+                config.logger.debug("not caching %s: %s", meta["kernel"], e)
+                return "compiled"
+            disk.store(key, payload, dict(meta, compile_seconds=seconds))
+            return "compiled"
+
+
+def _try_load(disk, key: str, load) -> bool:
+    entry = disk.load(key)
+    if entry is None:
+        return False
+    payload, meta = entry
+    t0 = time.perf_counter()
+    try:
+        version, state = pickle.loads(payload)
+        if version != _PAYLOAD_VERSION:
+            raise ValueError(f"payload version {version}")
+        load(state)
+    except Exception as e:  # written by an incompatible numba, or damaged: recompile
+        config.logger.debug("cache entry %s unusable (%s); recompiling", key[:12], e)
+        disk._reject(key, f"unloadable: {e}")
+        return False
+    seconds = time.perf_counter() - t0
+    disk.record(hits=1, seconds_saved=max(0.0, float(meta.get("compile_seconds", 0.0)) - seconds))
+    config.logger.debug("loaded %s from the disk cache in %.3fs", meta.get("kernel"), seconds)
+    return True
+
+
+@contextlib.contextmanager
+def _compiling(dispatcher):
+    dispatcher._can_compile = True
+    try:
+        yield
+    finally:
+        dispatcher._can_compile = False
+
+
+# -- CPU ------------------------------------------------------------------------------------
+
+
+def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
+    """Make sure the CPU dispatcher has an overload for ``argtypes`` (user arguments)."""
+    from numba.core import compiler, types as nbtypes
+
+    disp = cpu_dispatcher(kernel)
+    full = (nbtypes.int64,) * INDEX_TYPES + tuple(argtypes) if kernel.kind == "thread" else _twin_types(argtypes)
+    if full in disp.overloads:
+        disk.record(memory_hits=1)
+        return "memory"
+    target = f"cpu:{cpu_target()}"
+    key, _ = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"))
+
+    def compile_fn():
+        with _compiling(disp):
+            disp.compile(full)
+        return disp.overloads[full]
+
+    def dump(cres):
+        if cres.library.has_dynamic_globals or any(not x.can_cache for x in cres.lifted):
+            raise TypeError("uses dynamic globals or lifted loops")
+        return cres._reduce()
+
+    def load(state):
+        disp.targetctx.refresh()  # as numba's own cache does before rebuilding
+        cres = compiler.CompileResult._rebuild(disp.targetctx, *state)
+        disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        disp.add_overload(cres)
+
+    meta = {"kernel": kernel.qualname, "target": target, "signature": str(full)}
+    return _through_cache(disk, key, meta, compile_fn, dump, load)
+
+
+def _twin_types(argtypes):
+    from numba.core import types as nbtypes
+
+    dims = nbtypes.UniTuple(nbtypes.int64, 3)
+    return (dims, dims) + tuple(argtypes)
+
+
+# -- CUDA -----------------------------------------------------------------------------------
+
+
+def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
+    """Make sure the dispatcher for ``cc`` has an overload; call inside the device's context."""
+    disp = cuda_dispatcher(kernel, cc)
+    if config.simulator_enabled():
+        return "simulator"
+    if tuple(argtypes) in disp.overloads:
+        disk.record(memory_hits=1)
+        return "memory"
+
+    def compile_fn():
+        with _compiling(disp):
+            disp.compile(tuple(argtypes))
+        kern = disp.overloads[tuple(argtypes)]
+        kern._codelibrary.get_cubin()  # link now, so the entry carries the cubin too
+        return kern
+
+    return _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda, _loader_cuda(disp, argtypes))
+
+
+def _cuda_key_meta(kernel, disp, argtypes, cc):
+    arch = cuda_arch(cc)
+    target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
+    key, _ = _key(kernel, disp.py_func, tuple(argtypes), target, toolchain_versions("cuda"))
+    return key, {"kernel": kernel.qualname, "target": target, "signature": str(tuple(argtypes))}
+
+
+def _dump_cuda(kern):
+    return kern._reduce_states()
+
+
+def _loader_cuda(disp, argtypes):
+    def load(state):
+        from numba.cuda.dispatcher import _Kernel
+
+        disp.add_overload(_Kernel._rebuild(**state), tuple(argtypes))
+
+    return load
+
+
+def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str, str]:
+    """Compile for compute capability ``cc`` with no GPU; returns (status, PTX)."""
+    if config.simulator_enabled():
+        raise RuntimeError("offline CUDA compilation is not available under the CUDA simulator")
+    disp = cuda_dispatcher(kernel, cc)
+    arch = cuda_arch(cc)
+    argtypes = tuple(argtypes)
+    if argtypes in disp.overloads:
+        status = "memory"
+    else:
+
+        def compile_fn():
+            # dispatcher.compile() would also bind (load) the kernel, which needs a device.
+            from numba.cuda.dispatcher import _Kernel
+
+            with _pretend_device(cc):
+                kern = _Kernel(disp.py_func, argtypes, **disp.targetoptions)
+            disp.add_overload(kern, argtypes)
+            return kern
+
+        status = _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda, _loader_cuda(disp, argtypes))
+    with _pretend_device(cc):
+        ptx = disp.overloads[argtypes]._codelibrary.get_asm_str(cc=arch)
+    return status, ptx
+
+
+_pretend_lock = threading.RLock()
+
+
+@contextlib.contextmanager
+def _pretend_device(cc):
+    """Answer numba-cuda's 'which device is current?' with a device of capability ``cc``."""
+    from numba.cuda import codegen as cuda_codegen
+    from numba.cuda import dispatcher as cuda_dispatch_mod
+
+    device = types.SimpleNamespace(compute_capability=tuple(cc[:2]), id=-1)
+    context = types.SimpleNamespace(device=device)
+    fake_devices = types.SimpleNamespace(get_context=lambda devnum=None: context)
+    with _pretend_lock:
+        saved = cuda_dispatch_mod.get_current_device, cuda_codegen.devices
+        cuda_dispatch_mod.get_current_device = lambda: device
+        cuda_codegen.devices = fake_devices
+        try:
+            yield
+        finally:
+            cuda_dispatch_mod.get_current_device, cuda_codegen.devices = saved
+
+
+def compile_ptx(kernel, signature, cc=(9, 0), *, cache=None) -> str:
+    """PTX of ``kernel`` for compute capability ``cc``; needs no GPU (only NVVM and NVRTC).
+
+    ``kernel`` is a kernelrt Kernel or a numba.cuda-style function; ``signature`` names
+    its argument types (``"float64[::1], float64"``). The result goes through the disk
+    cache like any compilation, so a machine with that GPU later loads it.
+    """
+    from .disk_cache import disk_cache_for
+
+    if not isinstance(kernel, Kernel):
+        kernel = Kernel(getattr(kernel, "py_func", kernel), kind="cuda")
+    if not (isinstance(cc, tuple) and len(cc) == 2 and all(isinstance(x, int) for x in cc)):
+        raise ValueError(f"cc must be a (major, minor) tuple such as (9, 0) (got {cc!r})")
+    argtypes = kernel.parse_signature(signature)
+    _, ptx = compile_cuda_offline(kernel, argtypes, cc, cache if cache is not None else disk_cache_for())
+    return ptx

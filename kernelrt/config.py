@@ -1,0 +1,85 @@
+"""kernelrt's settings, read from the environment when first asked for.
+
+Every knob lives here, typed and documented, so no other module reads ``os.environ``.
+
+=========================  ===================================================
+``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (see cache_dir.py)
+``KERNELRT_CACHE``         ``0`` disables the disk cache (memory cache only)
+``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2)
+``KERNELRT_DEBUG``         ``1`` logs cache and compile decisions at DEBUG level
+``KERNELRT_SIMULATOR_CC``  compute capability the CUDA simulator pretends to have,
+                           e.g. ``9.0`` (Numba's simulator reports 5.2)
+``NUMBA_ENABLE_CUDASIM``   Numba's own switch: run CUDA kernels in the simulator
+=========================  ===================================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+__all__ = [
+    "cache_dir_override",
+    "disk_cache_enabled",
+    "cache_size_limit_bytes",
+    "debug_enabled",
+    "simulator_enabled",
+    "simulator_cc",
+    "logger",
+]
+
+logger = logging.getLogger("kernelrt")
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def cache_dir_override() -> str | None:
+    return os.environ.get("KERNELRT_CACHE_DIR") or None
+
+
+def disk_cache_enabled() -> bool:
+    return _flag("KERNELRT_CACHE", True)
+
+
+def cache_size_limit_bytes() -> int:
+    value = os.environ.get("KERNELRT_CACHE_SIZE_GB", "2")
+    try:
+        gb = float(value)
+    except ValueError:
+        raise ValueError(
+            f"KERNELRT_CACHE_SIZE_GB must be a number of gigabytes (got {value!r})"
+        ) from None
+    if not gb > 0:
+        raise ValueError(f"KERNELRT_CACHE_SIZE_GB must be positive (got {value!r})")
+    return int(gb * 2**30)
+
+
+def debug_enabled() -> bool:
+    return _flag("KERNELRT_DEBUG", False)
+
+
+def simulator_enabled() -> bool:
+    return _flag("NUMBA_ENABLE_CUDASIM", False)
+
+
+def simulator_cc() -> tuple[int, int]:
+    value = os.environ.get("KERNELRT_SIMULATOR_CC")
+    if not value:
+        return (5, 2)
+    try:
+        major, minor = value.replace(",", ".").split(".")
+        return (int(major), int(minor))
+    except ValueError:
+        raise ValueError(
+            f"KERNELRT_SIMULATOR_CC must look like '9.0' (got {value!r})"
+        ) from None
+
+
+if debug_enabled():
+    logging.basicConfig()
+    logger.setLevel(logging.DEBUG)

@@ -1,0 +1,177 @@
+"""CPUBackend: the Backend contract on the host's cores, with numpy arrays.
+
+A ``@kernel`` runs as an ``njit(parallel=True)`` loop over the same index space
+(grid * block per axis) that the CUDA backend launches, so both give the same result; a
+``@cuda_kernel`` runs through its registered CPU twin. Launches go straight to numba's
+C dispatcher; only a launch with new argument types (or one numba refuses) takes the
+slow path, which checks the arguments and compiles through the disk cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import numpy as np
+
+from .arguments import check_kernel_arguments, is_device_array
+from .backend import Backend, CompiledKernel
+from .compiler import cpu_dispatcher, ensure_cpu
+from .devices import Availability, CudaFacts, cpu_name
+from .disk_cache import disk_cache_for
+from .errors import BackendMismatchError
+from .kernel_def import Kernel
+from .launch import LaunchConfig
+from .memory import host_memory_info
+
+__all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
+
+
+class CPUStream:
+    """Work on the CPU backend runs to completion when launched; streams only order it."""
+
+    def synchronize(self) -> None:
+        pass
+
+
+class CPUEvent:
+    """Records a host timestamp; ``elapsed_time`` is in milliseconds like CUDA's."""
+
+    def __init__(self):
+        self._t: float | None = None
+
+    def record(self, stream=None) -> None:
+        self._t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: "CPUEvent") -> float:
+        if self._t is None or end._t is None:
+            raise RuntimeError("both events must be recorded before elapsed_time")
+        return (end._t - self._t) * 1e3
+
+
+class CPUBackend(Backend):
+    """The contract on the CPU; see the module docstring."""
+
+    name = "cpu"
+
+    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None):
+        if device_id != 0:
+            raise ValueError(f"CPUBackend has one device, 0 (got device_id={device_id!r})")
+        self.device_id = 0
+        self.device_name = cpu_name()
+        self.compute_capability = None
+        self.cache = disk_cache_for(cache_dir, enable_caching)
+        self._dispatchers: dict[Kernel, object] = {}
+        self._launchers: dict[tuple, tuple] = {}
+        import numba
+
+        self._min_rows = 4 * numba.config.NUMBA_NUM_THREADS
+
+    @classmethod
+    def availability(cls, device_id: int = 0):
+        if device_id != 0:
+            return Availability("device_out_of_range", f"CPUBackend has one device, 0 (got {device_id})", device_id)
+        return Availability("ok", f"CPU backend on {cpu_name()}", 0, (), CudaFacts())
+
+    # -- memory --------------------------------------------------------------------------
+
+    def allocate(self, shape, dtype=np.float32):
+        shape, dtype = self._shape_dtype(shape, dtype)
+        return np.empty(shape, dtype)
+
+    def zeros(self, shape, dtype=np.float32):
+        shape, dtype = self._shape_dtype(shape, dtype)
+        return np.zeros(shape, dtype)
+
+    def to_device(self, a, stream=None):
+        if is_device_array(a):
+            raise BackendMismatchError(
+                f"to_device takes a host array (got a CUDA device array); copy it to the host first"
+            )
+        return np.array(a, order="C", copy=True)
+
+    def to_host(self, a, stream=None):
+        if is_device_array(a):
+            raise BackendMismatchError(
+                "CPUBackend.to_host takes numpy arrays (got a CUDA device array); use the CUDA backend's to_host"
+            )
+        return np.array(a, copy=True)
+
+    def synchronize(self) -> None:
+        pass
+
+    def get_memory_info(self) -> tuple[int, int]:
+        return host_memory_info()
+
+    def stream(self):
+        return CPUStream()
+
+    def event(self, timing: bool = True):
+        return CPUEvent()
+
+    # -- kernels -------------------------------------------------------------------------------
+
+    def _prepare(self, kernel: Kernel):
+        if not kernel.runs_on_cpu:
+            raise BackendMismatchError(
+                f"kernel {kernel.name!r} is a CUDA-only kernel (@cuda_kernel) with no CPU twin; "
+                f"register one with @{kernel.name}.cpu or launch it on a CUDABackend"
+            )
+        disp = cpu_dispatcher(kernel)
+        self._dispatchers[kernel] = disp
+        return disp
+
+    def compile_kernel(self, func, signature=None) -> CompiledKernel:
+        kernel = self._kernel_of(func)
+        self._prepare(kernel)
+        argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
+        if argtypes is None:
+            return CompiledKernel(kernel, self.name, 0, None, "lazy")
+        status = ensure_cpu(kernel, argtypes, self.cache)
+        return CompiledKernel(kernel, self.name, 0, argtypes, status)
+
+    def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
+        try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)
+            disp, head = self._launchers[kernel, grid, block, shared_mem]
+        except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
+            disp, head = self._launcher(kernel, grid, block, shared_mem, args)
+        try:
+            disp(*head, *args)
+        except (TypeError, ValueError) as first_error:
+            self._launch_slow(self._kernel_of(kernel), disp, head, args, first_error)
+
+    def _launcher(self, kernel, grid, block, shared_mem, args):
+        """Validate a launch configuration and memoise the dispatcher and leading arguments."""
+        k = self._kernel_of(kernel)
+        config = LaunchConfig.of(grid, block, shared_mem)
+        disp = self._dispatchers.get(k) or self._prepare(k)
+        if k.kind == "thread":
+            nx, ny, nz = config.shape
+            head = (nx, ny, nz, self._min_rows)
+        else:
+            head = (config.grid, config.block)
+        declared = getattr(kernel, "argtypes", None)
+        if declared is not None:  # a CompiledKernel with a signature takes only those types
+            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
+        elif type(kernel) is Kernel:
+            with contextlib.suppress(TypeError):
+                self._launchers[kernel, grid, block, shared_mem] = (disp, head)
+        return disp, head
+
+    def _launch_slow(self, kernel, disp, head, args, first_error) -> None:
+        """New argument types, or arguments numba refused: explain or compile, then run."""
+        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
+        status = ensure_cpu(kernel, argtypes, self.cache)
+        if status == "memory":
+            # Already compiled for these types, so the error came from the kernel itself.
+            raise first_error
+        disp(*head, *args)
+
+
+def _typeof(value):
+    import numba
+
+    return numba.typeof(value)

@@ -1,0 +1,340 @@
+"""CUDABackend: one CUDA device, its memory, streams and kernel launches.
+
+Each backend owns one device. Every operation enters that device with
+``_activated()``, which pushes its primary context on the calling thread's stack and
+pops it afterwards (also on errors), so several backends, one per device and thread,
+never fight over the "current device". The device's compute capability and launch
+limits are read once, when the backend is made.
+
+A launch is checked before it runs: the kernel's ``min_cc`` against the device, the
+launch configuration against the device limits (memoised per configuration), host
+arrays and arrays of other devices among the arguments. New argument types take the
+slow path, which checks them against the signature and compiles through the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+
+import numpy as np
+
+from . import config
+from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
+from .backend import Backend, CompiledKernel
+from .compiler import cuda_dispatcher, ensure_cuda
+from .devices import classify, probe
+from .disk_cache import disk_cache_for
+from .errors import (
+    BackendMismatchError,
+    ComputeCapabilityError,
+    CudaUnavailableError,
+    DeviceMismatchError,
+)
+from .kernel_def import Kernel
+from .launch import DeviceLimits, LaunchConfig, check_limits
+from .memory import host_memory_info
+
+__all__ = ["CUDABackend", "active_devices"]
+
+PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer
+_DEFAULT_SMEM = 48 * 1024  # dynamic shared memory above this needs a per-kernel opt-in
+
+_tls = threading.local()
+_adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def active_devices() -> tuple[int, ...]:
+    """The devices the calling thread has entered through backends, innermost last."""
+    return tuple(getattr(_tls, "stack", ()))
+
+
+def _device_of(a) -> int | None:
+    """The device ordinal an array lives on (numba or CuPy arrays), if it can tell."""
+    gpu_data = getattr(a, "gpu_data", None)
+    context = getattr(gpu_data, "context", None)
+    if context is not None:
+        return context.device.id
+    device = getattr(a, "device", None)
+    dev_id = getattr(device, "id", None)
+    return dev_id if isinstance(dev_id, int) else None
+
+
+class CUDABackend(Backend):
+    """The contract on one CUDA device; see the module docstring."""
+
+    name = "cuda"
+
+    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None):
+        if isinstance(device_id, bool) or not isinstance(device_id, int):
+            raise TypeError(f"device_id must be an int (got {type(device_id).__name__}: {device_id!r})")
+        avail = self.availability(device_id)
+        if not avail:
+            raise CudaUnavailableError(avail.reason, avail.code)
+        info = avail.devices[device_id]
+        self.device_id = device_id
+        self.device_name = info.name
+        self.compute_capability = tuple(info.compute_capability)
+        self.cache = disk_cache_for(cache_dir, enable_caching)
+        self._simulated = avail.code == "simulator"
+        self._dispatchers: dict[Kernel, object] = {}
+        self._validated: set = set()
+        self._staging = None
+        self._staging_event = None
+        self._staging_lock = threading.Lock()
+        self.limits = self._read_limits()
+
+    @classmethod
+    def availability(cls, device_id: int = 0):
+        return classify(probe(), device_id)
+
+    @contextlib.contextmanager
+    def _activated(self):
+        from numba import cuda
+
+        stack = _tls.__dict__.setdefault("stack", [])
+        with cuda.gpus[self.device_id]:
+            stack.append(self.device_id)
+            try:
+                yield
+            finally:
+                stack.pop()
+
+    def activated(self):
+        """Context manager making this backend's device current for foreign code (CuPy)."""
+        return self._activated()
+
+    def _read_limits(self) -> DeviceLimits:
+        label = f"device {self.device_id} ({self.device_name})"
+        if self._simulated:
+            return DeviceLimits(device=label)
+        from numba import cuda
+
+        with self._activated():
+            d = cuda.get_current_device()
+            return DeviceLimits(
+                max_threads_per_block=d.MAX_THREADS_PER_BLOCK,
+                max_block_dim=(d.MAX_BLOCK_DIM_X, d.MAX_BLOCK_DIM_Y, d.MAX_BLOCK_DIM_Z),
+                max_grid_dim=(d.MAX_GRID_DIM_X, d.MAX_GRID_DIM_Y, d.MAX_GRID_DIM_Z),
+                max_shared_mem_per_block=d.MAX_SHARED_MEMORY_PER_BLOCK,
+                max_shared_mem_per_block_optin=d.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                device=label,
+            )
+
+    # -- memory --------------------------------------------------------------------------------
+
+    def is_device_array(self, a) -> bool:
+        return is_device_array(a)
+
+    def allocate(self, shape, dtype=np.float32):
+        from numba import cuda
+
+        shape, dtype = self._shape_dtype(shape, dtype)
+        with self._activated():
+            return cuda.device_array(shape, dtype)
+
+    def zeros(self, shape, dtype=np.float32):
+        from numba import cuda
+
+        shape, dtype = self._shape_dtype(shape, dtype)
+        with self._activated():
+            if self._simulated:
+                return cuda.to_device(np.zeros(shape, dtype))
+            out = cuda.device_array(shape, dtype)
+            if out.size:
+                from numba.cuda.cudadrv.driver import device_memset
+
+                device_memset(out, 0, out.nbytes)
+            return out
+
+    def to_device(self, a, stream=None):
+        """Copy host array ``a`` to this device; arrays already here are returned as is."""
+        from numba import cuda
+
+        if is_device_array(a):
+            self._check_on_this_device(a, "a")
+            return a
+        host = np.asarray(a)
+        check_dtype(host.dtype, "the array's dtype")
+        with self._activated():
+            if host.nbytes < PINNED_STAGING_BYTES:
+                return cuda.to_device(np.ascontiguousarray(host), stream=stream or 0)
+            with self._staging_lock:
+                staged = self._stage(host.nbytes)[: host.nbytes].view(host.dtype).reshape(host.shape)
+                np.copyto(staged, host)
+                out = cuda.to_device(staged, stream=stream or 0)
+                self._after_staging(stream)
+                return out
+
+    def to_host(self, a, stream=None):
+        """Copy ``a`` to a new numpy array (with a stream: pinned, valid after sync)."""
+        from numba import cuda
+
+        if isinstance(a, np.ndarray):
+            return np.array(a, copy=True)
+        if not is_device_array(a):
+            raise TypeError(f"to_host takes a device array (got {describe(a)})")
+        self._check_on_this_device(a, "a")
+        with self._activated():
+            d = a if getattr(a, "__cuda_ndarray__", False) else cuda.as_cuda_array(a)
+            if stream is not None:
+                out = cuda.pinned_array(d.shape, d.dtype)
+                d.copy_to_host(out, stream=stream)
+                return out
+            if d.nbytes < PINNED_STAGING_BYTES or not d.is_c_contiguous():
+                return d.copy_to_host()
+            with self._staging_lock:
+                staged = self._stage(d.nbytes)[: d.nbytes].view(d.dtype).reshape(d.shape)
+                d.copy_to_host(staged)
+                return staged.copy()
+
+    def _stage(self, nbytes: int):
+        """The reusable pinned buffer, grown to ``nbytes``; waits for its last async copy."""
+        from numba import cuda
+
+        if self._staging_event is not None:
+            self._staging_event.synchronize()
+            self._staging_event = None
+        if self._staging is None or self._staging.nbytes < nbytes:
+            self._staging = None
+            self._staging = cuda.pinned_array(nbytes, np.uint8)
+        return self._staging
+
+    def _after_staging(self, stream) -> None:
+        if stream is not None:
+            from numba import cuda
+
+            self._staging_event = cuda.event(timing=False)
+            self._staging_event.record(stream)
+
+    def _check_on_this_device(self, a, name: str) -> None:
+        dev = _device_of(a)
+        if dev is not None and dev != self.device_id:
+            raise DeviceMismatchError(
+                f"{name} lives on device {dev}, but this backend is device {self.device_id} "
+                f"({self.device_name}); copy it with this backend's to_device(other.to_host(...))"
+            )
+
+    def synchronize(self) -> None:
+        from numba import cuda
+
+        with self._activated():
+            cuda.synchronize()
+
+    def get_memory_info(self) -> tuple[int, int]:
+        from numba import cuda
+
+        if self._simulated:  # the simulator's "device memory" is host memory
+            return host_memory_info()
+        with self._activated():
+            info = cuda.current_context().get_memory_info()
+            return int(info.free), int(info.total)
+
+    def release_memory(self) -> None:
+        """Free what numba holds for deferred deallocation on this device."""
+        if self._simulated:
+            return
+        from numba import cuda
+
+        with self._activated():
+            cuda.current_context().deallocations.clear()
+
+    def stream(self):
+        from numba import cuda
+
+        with self._activated():
+            return cuda.stream()
+
+    def event(self, timing: bool = True):
+        from numba import cuda
+
+        if self._simulated:  # the simulator's events take no arguments and time nothing
+            return cuda.event()
+        with self._activated():
+            return cuda.event(timing=timing)
+
+    # -- kernels ----------------------------------------------------------------------------
+
+    def _adopt(self, func) -> Kernel:
+        """Plain numba.cuda-style functions (or cuda.jit dispatchers) run as they are."""
+        py_func = getattr(func, "py_func", func)
+        if not callable(py_func) or not hasattr(py_func, "__code__"):
+            return super()._adopt(func)
+        if py_func not in _adopted:
+            _adopted[py_func] = Kernel(py_func, kind="cuda")
+        return _adopted[py_func]
+
+    def _prepare(self, kernel: Kernel):
+        need = kernel.min_cc
+        if need is not None and self.compute_capability < need:
+            raise ComputeCapabilityError(
+                f"kernel {kernel.name!r} requires compute capability >= {need[0]}.{need[1]} "
+                f"(got {self.compute_capability[0]}.{self.compute_capability[1]} on device "
+                f"{self.device_id}: {self.device_name})"
+            )
+        disp = cuda_dispatcher(kernel, self.compute_capability)
+        self._dispatchers[kernel] = disp
+        return disp
+
+    def compile_kernel(self, func, signature=None) -> CompiledKernel:
+        kernel = self._kernel_of(func)
+        self._prepare(kernel)
+        argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
+        if argtypes is None:
+            return CompiledKernel(kernel, self.name, self.device_id, None, "lazy")
+        with self._activated():
+            status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
+        return CompiledKernel(kernel, self.name, self.device_id, argtypes, status)
+
+    def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
+        k = kernel if type(kernel) is Kernel else self._kernel_of(kernel)
+        config_ = LaunchConfig.of(grid, block, shared_mem)
+        disp = self._dispatchers.get(k) or self._prepare(k)
+        if (k, config_) not in self._validated:
+            self._validate(k, config_)
+        declared = getattr(kernel, "argtypes", None)
+        if self._simulated or declared is not None:
+            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
+        for a in args:
+            if type(a) is np.ndarray:
+                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
+            elif is_device_array(a):
+                self._check_on_this_device(a, "an argument array")
+        with self._activated():
+            try:
+                disp[config_.grid, config_.block, stream or 0, config_.shared_mem](*args)
+            except (TypeError, ValueError, RuntimeError) as first_error:
+                self._launch_slow(k, disp, config_, stream, args, first_error)
+
+    def _launch_slow(self, kernel, disp, config_, stream, args, first_error) -> None:
+        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
+        status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
+        if status in ("memory", "simulator"):
+            raise first_error  # the kernel was ready: the error is the kernel's own
+        self._opt_in_shared_mem(disp, config_.shared_mem)
+        disp[config_.grid, config_.block, stream or 0, config_.shared_mem](*args)
+
+    def _validate(self, kernel: Kernel, config_: LaunchConfig) -> None:
+        check_limits(config_, self.limits)
+        if not self._simulated:
+            with self._activated():
+                self._opt_in_shared_mem(self._dispatchers[kernel], config_.shared_mem)
+        self._validated.add((kernel, config_))
+
+    def _opt_in_shared_mem(self, disp, nbytes: int) -> None:
+        """Let compiled kernels use more than 48 KiB of dynamic shared memory (sm_70+)."""
+        if self._simulated or nbytes <= _DEFAULT_SMEM:
+            return
+        from numba.cuda.cudadrv.driver import binding, driver
+
+        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        for kern in disp.overloads.values():
+            cufunc = kern._codelibrary.get_cufunc()
+            driver.cuFuncSetAttribute(cufunc.handle, attr, nbytes)
+
+
+def _typeof(value):
+    from numba.cuda.typing.typeof import typeof
+
+    return typeof(value)

@@ -1,0 +1,256 @@
+"""Device discovery: what CUDA hardware and toolchain this process can use, and why not.
+
+``probe()`` gathers raw facts once per process (driver, devices, toolkit, NVVM, NVRTC)
+and turns every failure into text, never a traceback: without a GPU, numba's
+``detect()`` raises ``CudaSupportError``, CuPy's ``getDeviceCount()`` raises
+``cudaErrorInsufficientDriver`` and ``nvmlInit`` raises ``NVMLError_LibraryNotFound``.
+``classify(facts, device_id)`` is a pure function from those facts to an
+``Availability`` with a reason code, so each reason is testable without hardware.
+Probing never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from dataclasses import dataclass, field
+
+from . import config
+
+__all__ = [
+    "DeviceInfo",
+    "CudaFacts",
+    "Availability",
+    "probe",
+    "classify",
+    "cpu_name",
+    "REASONS",
+]
+
+# Reason codes, in the order classify() checks them.
+REASONS = {
+    "ok": "CUDA is available",
+    "simulator": "running in Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)",
+    "no_driver": "no NVIDIA driver (libcuda) was found",
+    "driver_too_old": "the NVIDIA driver is too old for the CUDA toolkit",
+    "driver_error": "the NVIDIA driver failed to initialise",
+    "no_device": "the driver reports no CUDA device",
+    "device_out_of_range": "the requested device id does not exist",
+    "no_nvvm": "libNVVM (the CUDA compiler) was not found",
+    "no_nvrtc": "NVRTC was not found (install kernelrt[cuda12] or kernelrt[cuda13])",
+    "cc_too_low": "the device is older than the CUDA toolkit supports",
+}
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One CUDA device as the driver reports it."""
+
+    id: int
+    name: str
+    compute_capability: tuple[int, int]
+    total_memory: int | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+
+    def describe(self) -> str:
+        mem = f", {self.total_memory / 2**30:.1f} GiB" if self.total_memory else ""
+        cc = ".".join(map(str, self.compute_capability))
+        return f"device {self.id}: {self.name} (cc {cc}{mem})"
+
+
+@dataclass(frozen=True)
+class CudaFacts:
+    """Everything probe() learned; plain data so tests can build their own."""
+
+    simulator: bool = False
+    driver_error: str | None = None
+    driver_version: tuple[int, int] | None = None
+    runtime_version: tuple[int, int] | None = None
+    devices: tuple[DeviceInfo, ...] = ()
+    nvvm_error: str | None = None
+    nvvm_version: tuple[int, ...] | None = None
+    nvrtc_error: str | None = None
+    supported_ccs: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def min_cc(self) -> tuple[int, int] | None:
+        return min(self.supported_ccs) if self.supported_ccs else None
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether CUDA device ``device_id`` can run kernelrt kernels, and if not, why.
+
+    Truthy when usable. ``code`` is one of ``REASONS``; ``reason`` is a sentence
+    for people; ``devices`` lists what the driver sees.
+    """
+
+    code: str
+    reason: str
+    device_id: int = 0
+    devices: tuple[DeviceInfo, ...] = ()
+    facts: CudaFacts = field(default_factory=CudaFacts, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.code in ("ok", "simulator")
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
+    """Turn probe facts into the first reason device ``device_id`` is unusable."""
+
+    def result(code, detail=""):
+        text = REASONS[code] + (f": {detail}" if detail else "")
+        return Availability(code, text, device_id, facts.devices, facts)
+
+    if facts.simulator:
+        if device_id != 0:
+            return result("device_out_of_range", f"the simulator has one device, 0 (got {device_id})")
+        return result("simulator")
+    if facts.driver_error is not None:
+        err = facts.driver_error
+        if "cannot be found" in err or "not found" in err.lower():
+            return result("no_driver", _first_line(err))
+        if "INSUFFICIENT_DRIVER" in err:
+            return result("driver_too_old", _first_line(err))
+        if "NO_DEVICE" in err:
+            return result("no_device", _first_line(err))
+        return result("driver_error", _first_line(err))
+    if not facts.devices:
+        return result("no_device")
+    if not 0 <= device_id < len(facts.devices):
+        listing = "; ".join(d.describe() for d in facts.devices)
+        return result(
+            "device_out_of_range",
+            f"device_id must be in [0, {len(facts.devices) - 1}] (got {device_id}); devices: {listing}",
+        )
+    if (
+        facts.driver_version is not None
+        and facts.runtime_version is not None
+        and facts.driver_version[0] < facts.runtime_version[0]
+    ):
+        return result(
+            "driver_too_old",
+            f"driver supports CUDA {_ver(facts.driver_version)}, toolkit is CUDA "
+            f"{_ver(facts.runtime_version)}; update the driver or install kernelrt[cuda"
+            f"{facts.driver_version[0]}]",
+        )
+    if facts.nvvm_error is not None:
+        return result("no_nvvm", _first_line(facts.nvvm_error))
+    if facts.nvrtc_error is not None:
+        return result("no_nvrtc", _first_line(facts.nvrtc_error))
+    dev = facts.devices[device_id]
+    if facts.min_cc is not None and dev.compute_capability < facts.min_cc:
+        return result(
+            "cc_too_low",
+            f"requires compute capability >= {_ver(facts.min_cc)} "
+            f"(got {_ver(dev.compute_capability)} on device {dev.id}: {dev.name})",
+        )
+    return result("ok", dev.describe())
+
+
+def _ver(t) -> str:
+    return ".".join(str(x) for x in t)
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip() and ln.strip() != ":"]
+    return lines[0] if lines else str(text)
+
+
+@functools.lru_cache(maxsize=1)
+def probe() -> CudaFacts:
+    """Probe the CUDA stack once per process; never raises, never makes a context."""
+    if config.simulator_enabled():
+        cc = config.simulator_cc()
+        sim = DeviceInfo(0, "Numba CUDA simulator", cc, None, None, None)
+        return CudaFacts(simulator=True, devices=(sim,), supported_ccs=(cc,))
+    facts = {}
+    facts.update(_probe_driver())
+    facts.update(_probe_toolchain())
+    return CudaFacts(**facts)
+
+
+def _probe_driver() -> dict:
+    try:
+        from numba.cuda.cudadrv.driver import driver
+    except Exception as e:  # numba-cuda itself missing or broken
+        return {"driver_error": f"numba-cuda could not be imported: {e}"}
+    try:
+        if not driver.is_available:
+            return {"driver_error": str(driver.initialization_error)}
+        version = driver.get_version()
+        count = driver.get_device_count()
+        devices = tuple(_device_info(driver, i) for i in range(count))
+    except Exception as e:
+        return {"driver_error": str(e)}
+    return {"driver_version": tuple(version), "devices": devices}
+
+
+def _device_info(driver, ordinal: int) -> DeviceInfo:
+    dev = driver.get_device(ordinal)
+    name = dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name)
+    uuid = getattr(dev, "uuid", None)
+    pci = None
+    try:
+        pci = f"{dev.PCI_DOMAIN_ID:04x}:{dev.PCI_BUS_ID:02x}:{dev.PCI_DEVICE_ID:02x}.0"
+    except Exception:
+        pass
+    return DeviceInfo(ordinal, name, tuple(dev.compute_capability), _nvml_total_memory(uuid), uuid, pci)
+
+
+def _nvml_total_memory(uuid: str | None) -> int | None:
+    """Total memory from NVML, matched by UUID (NVML and CUDA may order devices differently)."""
+    if uuid is None:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except Exception:
+        return None
+
+
+def _probe_toolchain() -> dict:
+    out: dict = {}
+    try:
+        from numba.cuda import runtime
+
+        out["runtime_version"] = tuple(runtime.get_version())
+    except Exception:
+        pass
+    try:
+        from numba.cuda.cudadrv import nvvm
+
+        out["nvvm_version"] = tuple(nvvm.NVVM().get_version())
+    except Exception as e:
+        out["nvvm_error"] = str(e) or type(e).__name__
+    try:
+        from numba.cuda.cudadrv import nvrtc
+
+        out["supported_ccs"] = tuple(tuple(cc) for cc in nvrtc.get_supported_ccs())
+    except Exception as e:
+        out["nvrtc_error"] = str(e) or type(e).__name__
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """The CPU model, for CPUBackend.device_name and the cache target."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"

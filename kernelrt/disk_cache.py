@@ -1,0 +1,376 @@
+"""The on-disk store of compiled kernels, shared by every process of one user.
+
+Storage is diskcache (SQLite in WAL mode plus value files): writes are transactional,
+so concurrent readers see either no entry or a whole one, and the least recently used
+entries are evicted past the size limit. On top of it kernelrt adds:
+
+* framing: every entry carries a magic, a format version, its own key and a SHA-256 of
+  its body; a corrupt, truncated, foreign or old-format entry is a miss (deleted and
+  recompiled), never a crash and never another kernel's code;
+* a per-key ``flock`` lock, so N processes that miss at once compile once while the
+  others wait and then load (the kernel releases the lock if its holder dies);
+* security: entries are executable code, so the directory is created mode 0700 and
+  nothing is loaded from a directory, database or entry file that another user owns or
+  can write; kernelrt then warns once and compiles without the disk cache;
+* degradation: a read-only or full disk turns the cache memory-only with one warning;
+* counters (hits, misses, compile seconds saved), per process and persisted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import struct
+import threading
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import config
+from .cache_key import KEY_SCHEMA_VERSION
+
+__all__ = ["DiskCache", "CacheStats", "EntryInfo", "resolve_cache_dir", "disk_cache_for", "cache_stats"]
+
+MAGIC = b"KRTC"
+FORMAT_VERSION = 1
+_HEADER = struct.Struct("<4sH64s32sI")  # magic, format, key, sha256(meta+payload), len(meta)
+
+
+def resolve_cache_dir(explicit: str | os.PathLike | None = None) -> Path:
+    """Explicit argument, then KERNELRT_CACHE_DIR, then the user cache dir; versioned."""
+    from . import __version__
+
+    if explicit is not None:
+        root = Path(explicit)
+    elif config.cache_dir_override():
+        root = Path(config.cache_dir_override())
+    else:
+        import platformdirs
+
+        root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
+    return root.expanduser() / f"kernelrt-{__version__}-schema{KEY_SCHEMA_VERSION}"
+
+
+@dataclass
+class CacheStats:
+    """Counters of one process (``DiskCache.stats``) or of all processes (``totals()``)."""
+
+    hits: int = 0
+    misses: int = 0
+    memory_hits: int = 0
+    rejected: int = 0
+    compile_seconds: float = 0.0
+    seconds_saved: float = 0.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class EntryInfo:
+    key: str
+    kernel: str
+    target: str
+    size: int
+    created: float
+    compile_seconds: float
+    meta: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def age_seconds(self) -> float:
+        return max(0.0, time.time() - self.created)
+
+
+def _ownership_problem(path: Path, st=None) -> str | None:
+    """Why ``path`` is unsafe to load code from, or None if only this user can write it."""
+    try:
+        st = st or path.stat()
+    except OSError as e:
+        return f"cannot stat {path}: {e.strerror}"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{path} is writable by other users (mode {stat.filemode(st.st_mode)})"
+    return None
+
+
+class DiskCache:
+    """Framed, locked, private key -> bytes store; see the module docstring."""
+
+    def __init__(self, directory=None, *, size_limit: int | None = None, enabled: bool | None = None):
+        self.directory = resolve_cache_dir(directory)
+        self.size_limit = size_limit or config.cache_size_limit_bytes()
+        self.stats = CacheStats()
+        self.disabled_reason: str | None = None
+        self._store = None
+        self._counters = None
+        self._lock = threading.Lock()
+        if enabled is None:
+            enabled = config.disk_cache_enabled()
+        if not enabled:
+            self.disabled_reason = "disabled by KERNELRT_CACHE=0"
+        else:
+            self._open()
+
+    # -- opening and degrading -------------------------------------------------
+
+    def _open(self) -> None:
+        import diskcache
+
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as e:
+            self._degrade(f"cannot create {self.directory}: {e.strerror}")
+            return
+        problem = _ownership_problem(self.directory)
+        if problem is None:
+            problem = _ownership_problem(self.directory.parent) if self._parent_is_ours() else None
+        if problem:
+            self._degrade(f"refusing to load kernels: {problem}; fix its permissions (chmod 700)")
+            return
+        try:
+            self._store = diskcache.Cache(
+                str(self.directory / "entries"),
+                size_limit=self.size_limit,
+                eviction_policy="least-recently-used",
+                disk_min_file_size=2**16,
+            )
+            self._counters = diskcache.Cache(str(self.directory / "counters"), eviction_policy="none")
+            (self.directory / "locks").mkdir(mode=0o700, exist_ok=True)
+            for sub in ("entries", "counters", "entries/cache.db"):
+                problem = _ownership_problem(self.directory / sub)
+                if problem:
+                    raise PermissionError(problem)
+        except PermissionError as e:
+            self._degrade(f"refusing to load kernels: {e}")
+        except (sqlite3.Error, OSError) as e:
+            self._degrade(f"cannot open the cache in {self.directory}: {e}")
+
+    def _parent_is_ours(self) -> bool:
+        # The versioned directory sits in a root the user chose; check that root too,
+        # unless it is a shared system directory such as /tmp (sticky and not ours).
+        try:
+            st = self.directory.parent.stat()
+        except OSError:
+            return False
+        return not (st.st_mode & stat.S_ISVTX)
+
+    def _degrade(self, reason: str) -> None:
+        with self._lock:
+            first = self.disabled_reason is None
+            self.disabled_reason = reason
+            self._store = None
+            self._counters = None
+        if first:
+            warnings.warn(
+                f"kernelrt: compiled-kernel cache disabled, kernels are compiled in memory only: {reason}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        config.logger.debug("disk cache disabled: %s", reason)
+
+    @property
+    def enabled(self) -> bool:
+        return self._store is not None
+
+    # -- entries -----------------------------------------------------------------
+
+    def load(self, key: str) -> tuple[bytes, dict] | None:
+        """The payload and metadata stored under ``key``, or None (a miss)."""
+        store = self._store
+        if store is None:
+            return None
+        try:
+            handle = store.get(key, read=True)
+            if handle is None:
+                return None
+            if isinstance(handle, bytes):  # small values live in the (checked) database
+                blob = handle
+            else:  # large values are files of their own: check each before reading
+                with handle:
+                    problem = _ownership_problem(Path(handle.name), os.fstat(handle.fileno()))
+                    if problem:
+                        self._reject(key, f"unsafe entry: {problem}", delete=False)
+                        return None
+                    blob = handle.read()
+        except (sqlite3.Error, OSError) as e:
+            self._degrade(f"cannot read the cache: {e}")
+            return None
+        decoded = self._decode(key, blob)
+        if decoded is None:
+            return None
+        return decoded
+
+    def _decode(self, key: str, blob: bytes):
+        if len(blob) < _HEADER.size:
+            return self._reject(key, "truncated entry")
+        magic, version, stored_key, checksum, meta_len = _HEADER.unpack_from(blob)
+        if magic != MAGIC:
+            return self._reject(key, "foreign entry (bad magic)")
+        if version != FORMAT_VERSION:
+            return self._reject(key, f"old-format entry (format {version})")
+        if stored_key.decode(errors="replace") != key:
+            return self._reject(key, "entry stored under another key")
+        body = blob[_HEADER.size :]
+        if hashlib.sha256(body).digest() != checksum or len(body) < meta_len:
+            return self._reject(key, "corrupt entry (checksum mismatch)")
+        try:
+            meta = json.loads(body[:meta_len])
+        except ValueError:
+            return self._reject(key, "corrupt entry metadata")
+        return body[meta_len:], meta
+
+    def _reject(self, key: str, why: str, delete: bool = True):
+        self.stats.rejected += 1
+        config.logger.debug("cache entry %s rejected: %s", key[:12], why)
+        if delete:
+            self.discard(key)
+        return None
+
+    def discard(self, key: str) -> None:
+        if self._store is not None:
+            with contextlib.suppress(sqlite3.Error, OSError):
+                self._store.delete(key)
+
+    def store(self, key: str, payload: bytes, meta: dict) -> None:
+        """Write an entry atomically (a failure degrades to memory-only, once)."""
+        store = self._store
+        if store is None:
+            return
+        meta = dict(meta, created=time.time(), key=key)
+        meta_bytes = json.dumps(meta, sort_keys=True).encode()
+        body = meta_bytes + payload
+        header = _HEADER.pack(MAGIC, FORMAT_VERSION, key.encode(), hashlib.sha256(body).digest(), len(meta_bytes))
+        try:
+            store.set(key, header + body, tag=meta.get("kernel"))
+        except (sqlite3.Error, OSError) as e:
+            self._degrade(f"cannot write the cache (read-only or full disk?): {e}")
+
+    @contextlib.contextmanager
+    def lock(self, key: str):
+        """Exclusive per-key lock across processes (a no-op when memory-only)."""
+        if self._store is None:
+            yield
+            return
+        path = self.directory / "locks" / f"{key[:32]}.lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            self._degrade(f"cannot create lock file {path}: {e.strerror}")
+            yield
+            return
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+
+    # -- counters ------------------------------------------------------------------
+
+    def record(self, **deltas) -> None:
+        """Add to this process's counters and to the persisted totals."""
+        for name, delta in deltas.items():
+            setattr(self.stats, name, getattr(self.stats, name) + delta)
+        counters = self._counters
+        if counters is None:
+            return
+        try:
+            for name, delta in deltas.items():
+                if isinstance(delta, float):
+                    counters.incr(name + "_us", int(delta * 1e6))
+                else:
+                    counters.incr(name, delta)
+        except (sqlite3.Error, OSError) as e:
+            self._degrade(f"cannot update cache counters: {e}")
+
+    def totals(self) -> CacheStats:
+        """Counters summed over every process that used this cache directory."""
+        out = CacheStats()
+        if self._counters is None:
+            return out
+        for name, value in asdict(out).items():
+            if isinstance(value, float):
+                setattr(out, name, self._counters.get(name + "_us", 0) / 1e6)
+            else:
+                setattr(out, name, self._counters.get(name, 0))
+        return out
+
+    # -- management (CLI) -------------------------------------------------------------
+
+    def entries(self) -> list[EntryInfo]:
+        out = []
+        if self._store is None:
+            return out
+        for key in list(self._store.iterkeys()):
+            blob = self._store.get(key)
+            if not isinstance(blob, bytes):
+                continue
+            decoded = self._decode(key, blob)
+            if decoded is None:
+                continue
+            payload, meta = decoded
+            out.append(
+                EntryInfo(
+                    key=key,
+                    kernel=meta.get("kernel", "?"),
+                    target=meta.get("target", "?"),
+                    size=len(blob),
+                    created=float(meta.get("created", 0.0)),
+                    compile_seconds=float(meta.get("compile_seconds", 0.0)),
+                    meta=meta,
+                )
+            )
+        return sorted(out, key=lambda e: (e.kernel, e.target, e.created))
+
+    def clear(self, kernel: str | None = None) -> int:
+        """Remove every entry, or those of one kernel (by name); returns the count."""
+        if self._store is None:
+            return 0
+        if kernel is None:
+            n = self._store.clear()
+            if self._counters is not None:
+                self._counters.clear()
+            return n
+        return self._store.evict(kernel)
+
+    def volume(self) -> int:
+        return self._store.volume() if self._store is not None else 0
+
+
+_shared: dict = {}
+_shared_lock = threading.Lock()
+
+
+def disk_cache_for(directory=None, enabled: bool = True) -> DiskCache:
+    """The process-wide DiskCache of a directory (default: the resolved one).
+
+    Backends of one process share it, so its counters cover all of their compilations.
+    ``enabled=False`` gives a memory-only stand-in.
+    """
+    if not enabled:
+        return DiskCache(directory, enabled=False)
+    path = resolve_cache_dir(directory)
+    with _shared_lock:
+        if path not in _shared:
+            _shared[path] = DiskCache(directory)
+        return _shared[path]
+
+
+def cache_stats(directory=None) -> dict:
+    """This process's cache counters and the totals over all processes, as a dict."""
+    cache = disk_cache_for(directory)
+    return {
+        "directory": str(cache.directory),
+        "enabled": cache.enabled,
+        "disabled_reason": cache.disabled_reason,
+        "process": cache.stats.as_dict(),
+        "all_processes": cache.totals().as_dict(),
+        "entries_bytes": cache.volume(),
+    }

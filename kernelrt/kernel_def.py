@@ -1,0 +1,152 @@
+"""Kernel definitions: write a kernel once, launch it on any backend.
+
+Two kinds:
+
+* ``@kernel(ndim=1|2|3)``: a per-thread function whose first ``ndim`` parameters are
+  the global thread index (x, then y, then z, as ``cuda.grid(ndim)`` returns them).
+  kernelrt generates the ``numba.cuda`` kernel and a parallel CPU loop over the same
+  index space (codegen.py), so both backends give the same result. Guard the index
+  yourself, as in CUDA: the index space is grid * block per axis.
+* ``@cuda_kernel``: a plain ``numba.cuda`` kernel (shared memory, syncthreads, warp
+  intrinsics). It runs on CUDA only, unless you register an explicit CPU twin with
+  ``@k.cpu``: a function ``twin(grid, block, *args)`` (grid and block are 3-tuples)
+  that kernelrt compiles with ``njit(parallel=True)``.
+
+A kernel may declare ``min_cc`` (fp64 atomics need (6, 0)); launching on an older
+device raises ComputeCapabilityError naming both. ``signature`` (the user arguments
+only, numba syntax) makes compilation eager and arguments checked.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .errors import BackendMismatchError
+
+__all__ = ["Kernel", "kernel", "cuda_kernel"]
+
+_OPTIONS = ("fastmath",)
+
+
+class Kernel:
+    """A kernel definition; backends compile it (compile_kernel) and launch it."""
+
+    def __init__(self, py_func, *, kind, ndim=1, min_cc=None, signature=None, fastmath=False):
+        if not callable(py_func) or not hasattr(py_func, "__code__"):
+            raise TypeError(f"a kernel must be a Python function (got {type(py_func).__name__})")
+        if kind not in ("thread", "cuda"):
+            raise ValueError(f"kind must be 'thread' or 'cuda' (got {kind!r})")
+        if ndim not in (1, 2, 3):
+            raise ValueError(f"ndim must be 1, 2 or 3 (got {ndim!r})")
+        self.py_func = py_func
+        self.kind = kind
+        self.ndim = ndim
+        self.name = py_func.__name__
+        self.qualname = f"{py_func.__module__}.{py_func.__qualname__}"
+        self.min_cc = _normalize_cc(min_cc)
+        self.raw_signature = signature
+        self.options = {"fastmath": bool(fastmath)}
+        self.cpu_twin = None
+        self.params = self._parameters()
+        functools.update_wrapper(self, py_func)
+
+    def _parameters(self) -> tuple[str, ...]:
+        sig = inspect.signature(self.py_func)
+        for p in sig.parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                raise TypeError(
+                    f"kernel {self.name!r}: parameter {p.name!r} must be positional "
+                    f"(kernels take no *args, **kwargs or keyword-only parameters)"
+                )
+            if p.default is not p.empty:
+                raise TypeError(f"kernel {self.name!r}: parameter {p.name!r} may not have a default")
+        names = tuple(sig.parameters)
+        if self.kind == "thread":
+            if len(names) < self.ndim:
+                raise TypeError(
+                    f"kernel {self.name!r} is {self.ndim}-D, so its first {self.ndim} parameters "
+                    f"must be the thread index (got parameters {names})"
+                )
+            return names[self.ndim :]
+        return names
+
+    @functools.cached_property
+    def signature(self):
+        """The declared argument types as a tuple of numba types, or None."""
+        if self.raw_signature is None:
+            return None
+        return self.parse_signature(self.raw_signature)
+
+    def parse_signature(self, raw) -> tuple:
+        """Numba types of the user arguments from ``"float64[::1], int64"``-style text."""
+        from numba.core import sigutils
+
+        if isinstance(raw, str) and "(" not in raw:
+            raw = f"void({raw})"
+        try:
+            args, _ = sigutils.normalize_signature(raw)
+        except Exception as e:
+            raise TypeError(f"kernel {self.name!r}: cannot parse signature {raw!r}: {e}") from None
+        if len(args) != len(self.params):
+            raise TypeError(
+                f"kernel {self.name!r}: signature has {len(args)} argument types but the "
+                f"kernel takes {len(self.params)} arguments {self.params}"
+            )
+        return tuple(args)
+
+    @property
+    def runs_on_cpu(self) -> bool:
+        return self.kind == "thread" or self.cpu_twin is not None
+
+    def cpu(self, twin):
+        """Register ``twin(grid, block, *args)`` as this CUDA kernel's CPU implementation."""
+        if self.kind != "cuda":
+            raise TypeError(f"kernel {self.name!r} already runs on the CPU; only @cuda_kernel takes a twin")
+        params = tuple(inspect.signature(twin).parameters)
+        if params[2:] != self.params or len(params) != len(self.params) + 2:
+            raise TypeError(
+                f"the CPU twin of {self.name!r} must take (grid, block, {', '.join(self.params)}) "
+                f"(got {params})"
+            )
+        self.cpu_twin = twin
+        return self
+
+    def __call__(self, *args, **kwargs):
+        raise BackendMismatchError(
+            f"kernel {self.name!r} is not called directly; launch it with "
+            f"backend.launch_kernel({self.name}, grid, block, *args)"
+        )
+
+    def __repr__(self):
+        extra = f", min_cc={self.min_cc}" if self.min_cc else ""
+        return f"<kernelrt {self.kind} kernel {self.qualname} ndim={self.ndim}{extra}>"
+
+
+def _normalize_cc(cc):
+    if cc is None:
+        return None
+    if isinstance(cc, (int, float)) and not isinstance(cc, bool):
+        major, minor = str(float(cc)).split(".")
+        return (int(major), int(minor))
+    if isinstance(cc, tuple) and len(cc) == 2 and all(isinstance(x, int) for x in cc):
+        return cc
+    raise ValueError(f"min_cc must be a (major, minor) tuple such as (6, 0) (got {cc!r})")
+
+
+def kernel(func=None, *, ndim=1, min_cc=None, signature=None, fastmath=False):
+    """Decorate a per-thread function; see the module docstring."""
+
+    def wrap(f):
+        return Kernel(f, kind="thread", ndim=ndim, min_cc=min_cc, signature=signature, fastmath=fastmath)
+
+    return wrap(func) if func is not None else wrap
+
+
+def cuda_kernel(func=None, *, min_cc=None, signature=None, fastmath=False):
+    """Decorate a numba.cuda-style kernel (CUDA only unless given a ``.cpu`` twin)."""
+
+    def wrap(f):
+        return Kernel(f, kind="cuda", min_cc=min_cc, signature=signature, fastmath=fastmath)
+
+    return wrap(func) if func is not None else wrap

@@ -1,0 +1,149 @@
+"""Memory utilities: free/total memory, guards, pool release and batch sizing.
+
+``vram_status`` reads NVML, so it never creates a CUDA context; the backends' own
+``get_memory_info`` asks their device's context. ``vram_guard`` refuses work before it
+starts when a device has too little free memory, after first releasing what the memory
+pools (numba's deferred frees, CuPy's pools) hold. ``fit_batch`` turns a memory budget
+into a batch size, so drivers split work instead of running out of memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import sys
+
+from .errors import DeviceMemoryError
+
+__all__ = [
+    "host_memory_info",
+    "vram_status",
+    "vram_guard",
+    "release_pool",
+    "fit_batch",
+    "format_bytes",
+]
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def host_memory_info() -> tuple[int, int]:
+    """(available, total) bytes of host RAM."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if ":" in line}
+        return info.get("MemAvailable", info["MemFree"]), info["MemTotal"]
+    except (OSError, KeyError, ValueError):
+        pages = os.sysconf("SC_PHYS_PAGES")
+        size = os.sysconf("SC_PAGE_SIZE")
+        avail = os.sysconf("SC_AVPHYS_PAGES")
+        return avail * size, pages * size
+
+
+def vram_status() -> list[dict]:
+    """Free, used and total memory of every CUDA device (NVML; empty without a driver)."""
+    from .devices import probe
+
+    out = []
+    for dev in probe().devices:
+        free, total = _nvml_memory(dev.uuid)
+        out.append(
+            {
+                "device_id": dev.id,
+                "name": dev.name,
+                "free_bytes": free,
+                "total_bytes": total,
+                "used_bytes": None if free is None else total - free,
+            }
+        )
+    return out
+
+
+def _nvml_memory(uuid) -> tuple[int | None, int | None]:
+    if uuid is None:
+        return None, None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid))
+        return int(info.free), int(info.total)
+    except Exception:
+        return None, None
+
+
+def release_pool(backend=None) -> None:
+    """Return cached device memory to the driver (numba's deferred frees, CuPy's pools)."""
+    gc.collect()
+    if backend is not None and backend.name == "cuda":
+        backend.release_memory()
+    if "cupy" in sys.modules:
+        with contextlib.suppress(Exception):
+            import cupy
+
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+@contextlib.contextmanager
+def vram_guard(min_free_gb: float, backend=None):
+    """Refuse to enter unless ``backend``'s device has ``min_free_gb`` free; release pools on exit.
+
+    With no backend, the default ``get_backend("auto")`` is used; on the CPU backend the
+    guard checks available host RAM instead.
+    """
+    if not isinstance(min_free_gb, (int, float)) or min_free_gb < 0:
+        raise ValueError(f"min_free_gb must be a number >= 0 (got {min_free_gb!r})")
+    if backend is None:
+        from .backend import get_backend
+
+        backend = get_backend("auto")
+    need = int(min_free_gb * 2**30)
+    free, _ = backend.get_memory_info()
+    if free < need:
+        release_pool(backend)
+        free, _ = backend.get_memory_info()
+    if free < need:
+        raise DeviceMemoryError(
+            f"vram_guard needs {format_bytes(need)} free on {backend.device_name} "
+            f"but only {format_bytes(free)} is free; free memory or lower min_free_gb",
+            need,
+            free,
+        )
+    try:
+        yield backend
+    finally:
+        release_pool(backend)
+
+
+def fit_batch(
+    n_items: int,
+    bytes_per_item: int,
+    *,
+    fixed_bytes: int = 0,
+    free_bytes: int,
+    fraction: float = 0.7,
+    what: str = "work",
+) -> int:
+    """Largest batch (1..n_items) whose memory fits ``fraction`` of ``free_bytes``.
+
+    Raises DeviceMemoryError, before anything runs, when not even one item fits.
+    """
+    budget = int(free_bytes * fraction) - fixed_bytes
+    if n_items <= 0:
+        return 0
+    if budget < bytes_per_item:
+        raise DeviceMemoryError(
+            f"{what} needs {format_bytes(fixed_bytes + bytes_per_item)} for one batch item but "
+            f"only {format_bytes(free_bytes)} is free ({fraction:.0%} usable)",
+            fixed_bytes + bytes_per_item,
+            free_bytes,
+        )
+    return max(1, min(n_items, budget // max(1, bytes_per_item)))

@@ -1,0 +1,1 @@
+"""kernelrt's kernel library (imported as kernelrt.kernels)."""
