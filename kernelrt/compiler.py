@@ -95,7 +95,9 @@ def cpu_dispatcher(kernel: Kernel):
 
         prepare_threading_layer()
         entry = _entry_functions(kernel, "cpu")
-        disp = numba.njit(parallel=True, nogil=True, fastmath=kernel.options["fastmath"])(entry)
+        # A twin is parallel only if it asks for it (prange); generated loops always do.
+        parallel = kernel.kind == "thread" or "prange" in entry.__code__.co_names
+        disp = numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"])(entry)
         disp._can_compile = False  # disable_compile() refuses before the first overload
         return disp
 

@@ -203,9 +203,7 @@ class CUDABackend(Backend):
 
     def _after_staging(self, stream) -> None:
         if stream is not None:
-            from numba import cuda
-
-            self._staging_event = cuda.event(timing=False)
+            self._staging_event = self.event(timing=False)
             self._staging_event.record(stream)
 
     def _check_on_this_device(self, a, name: str) -> None:

@@ -1,0 +1,54 @@
+"""Shared fixtures and the test layers.
+
+Layers (DESIGN.md): the CPU backend and kernels at real sizes; CUDA under Numba's
+simulator (tests/simulator, run in its own process with NUMBA_ENABLE_CUDASIM=1); PTX
+compilation for sm_80/sm_90 with no device (marker ``ptx``); real GPUs (tests/gpu,
+marker ``gpu``, skipped without one).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
+
+
+def pytest_ignore_collect(collection_path, config):
+    # The simulator replaces numba.cuda process-wide, so its tests need their own process.
+    if "simulator" in Path(collection_path).parts and not SIMULATOR:
+        return True
+    return None
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh, private kernel cache directory for one test (also for subprocesses)."""
+    path = tmp_path / "kcache"
+    monkeypatch.setenv("KERNELRT_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
+def cpu(cache_dir):
+    from kernelrt import CPUBackend
+
+    return CPUBackend()
+
+
+def nvrtc_available() -> bool:
+    try:
+        from numba.cuda.cudadrv import nvrtc
+
+        nvrtc.get_supported_ccs()
+        return True
+    except Exception:
+        return False
+
+
+requires_nvrtc = pytest.mark.skipif(
+    SIMULATOR or not nvrtc_available(), reason="PTX compilation needs NVRTC (pip install kernelrt[test])"
+)

@@ -1,0 +1,81 @@
+"""CUDA availability: every reason, from facts, without hardware; and this machine's answer."""
+
+import pickle
+
+import pytest
+
+import kernelrt
+from kernelrt.devices import CudaFacts, DeviceInfo, classify
+
+H100 = DeviceInfo(0, "NVIDIA H100 80GB HBM3", (9, 0), 80 * 2**30, "GPU-1", None)
+P100 = DeviceInfo(1, "Tesla P100", (6, 0), 16 * 2**30, "GPU-2", None)
+K80 = DeviceInfo(1, "Tesla K80", (3, 7), 12 * 2**30, "GPU-3", None)
+GOOD = dict(driver_version=(12, 4), runtime_version=(12, 9), devices=(H100,), supported_ccs=((5, 0), (9, 0)))
+
+
+@pytest.mark.parametrize(
+    "facts,device_id,code,text",
+    [
+        (CudaFacts(**GOOD), 0, "ok", "device 0: NVIDIA H100"),
+        (CudaFacts(simulator=True, devices=(H100,)), 0, "simulator", "simulator"),
+        (CudaFacts(driver_error="CUDA driver library cannot be found."), 0, "no_driver", "no NVIDIA driver"),
+        (CudaFacts(driver_error="CUDA_ERROR_INSUFFICIENT_DRIVER (35)"), 0, "driver_too_old", "too old"),
+        (CudaFacts(driver_error="CUDA_ERROR_NO_DEVICE (100)"), 0, "no_device", "no CUDA device"),
+        (CudaFacts(driver_error="CUDA_ERROR_UNKNOWN (999)"), 0, "driver_error", "failed to initialise"),
+        (CudaFacts(driver_version=(12, 4), devices=()), 0, "no_device", "no CUDA device"),
+        (CudaFacts(**GOOD), 2, "device_out_of_range", r"device_id must be in [0, 0] (got 2); devices: device 0: NVIDIA H100"),
+        (CudaFacts(**dict(GOOD, devices=(H100, P100))), -1, "device_out_of_range", "[0, 1] (got -1)"),
+        (CudaFacts(**dict(GOOD, driver_version=(11, 8))), 0, "driver_too_old", "driver supports CUDA 11.8, toolkit is CUDA 12.9"),
+        (CudaFacts(**dict(GOOD, nvvm_error="libNVVM cannot be found")), 0, "no_nvvm", "libNVVM"),
+        (CudaFacts(**dict(GOOD, nvrtc_error="NVRTC missing")), 0, "no_nvrtc", "NVRTC"),
+        (CudaFacts(**dict(GOOD, devices=(H100, K80))), 1, "cc_too_low", "requires compute capability >= 5.0 (got 3.7 on device 1: Tesla K80)"),
+    ],
+)
+def test_classify_every_reason(facts, device_id, code, text):
+    avail = classify(facts, device_id)
+    assert avail.code == code
+    assert text in avail.reason
+    assert bool(avail) == (code in ("ok", "simulator"))
+
+
+def test_this_machine_answers_with_a_reason_not_a_traceback():
+    avail = kernelrt.CUDABackend.availability()
+    assert isinstance(avail.reason, str) and avail.reason
+    assert kernelrt.CUDABackend.check_available() == avail.ok
+    if not avail.ok:
+        with pytest.raises(kernelrt.CudaUnavailableError) as info:
+            kernelrt.CUDABackend()
+        assert info.value.reason == avail.code
+        assert isinstance(info.value, ImportError)  # the one error the CPU fallback catches
+
+
+def test_auto_falls_back_to_cpu_with_reason_logged_once(caplog):
+    if kernelrt.CUDABackend.check_available():
+        pytest.skip("CUDA is available here")
+    from kernelrt import backend
+
+    backend._logged_reasons.clear()
+    with caplog.at_level("WARNING", logger="kernelrt"):
+        assert kernelrt.get_backend("auto").name == "cpu"
+        assert kernelrt.get_backend("auto").name == "cpu"
+    messages = [r.getMessage() for r in caplog.records if "using the CPU backend" in r.getMessage()]
+    assert len(messages) == 1
+    with pytest.raises(kernelrt.CudaUnavailableError):
+        kernelrt.get_backend("cuda")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        kernelrt.CudaUnavailableError("no driver", "no_driver"),
+        kernelrt.LaunchConfigError("grid.x must be >= 1 (got 0)"),
+        kernelrt.DeviceMemoryError("needs 2 GiB", 2 * 2**30, 2**30),
+        kernelrt.ComputeCapabilityError("requires 6.0"),
+        kernelrt.KernelArgumentError("bad"),
+    ],
+)
+def test_errors_pickle(error):
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is type(error) and str(again) == str(error)
+    assert getattr(again, "reason", None) == getattr(error, "reason", None)
+    assert getattr(again, "needed_bytes", None) == getattr(error, "needed_bytes", None)

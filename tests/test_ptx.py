@@ -1,0 +1,54 @@
+"""PTX compilation of the test kernels for sm_80 and sm_90, with no GPU present."""
+
+import pytest
+from conftest import requires_nvrtc
+from kernels_for_tests import (
+    axpy,
+    block_sums,
+    gpu_only_scale,
+    index_grid_2d,
+    index_grid_3d,
+    plain_double,
+    shifted_sqrt,
+)
+
+import kernelrt
+
+pytestmark = [pytest.mark.ptx, requires_nvrtc]
+
+KERNELS = [
+    (axpy, "float64[::1], float64[::1], float64[::1], float64"),
+    (shifted_sqrt, None),  # declares its own signature
+    (index_grid_2d, "float64[:, ::1], float64[:, ::1]"),
+    (index_grid_3d, "float64[:, :, ::1]"),
+    (block_sums, "float64[::1], float64[::1]"),
+    (gpu_only_scale, "float32[::1], float32"),
+    (plain_double, "float64[::1]"),
+]
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm_80", "sm_90"])
+@pytest.mark.parametrize("kernel,signature", KERNELS, ids=lambda k: getattr(k, "__name__", ""))
+def test_compiles_to_ptx(cache_dir, kernel, signature, cc):
+    sig = signature if signature is not None else kernel.raw_signature
+    ptx = kernelrt.compile_ptx(kernel, sig, cc=cc)
+    arch = f"sm_{cc[0]}{cc[1]}" + ("a" if cc >= (9, 0) else "")
+    assert f".target {arch}" in ptx
+    assert ".entry" in ptx
+
+
+def test_fp64_atomics_are_native(cache_dir):
+    ptx = kernelrt.compile_ptx(block_sums, "float64[::1], float64[::1]", cc=(9, 0))
+    assert "atom.global.add.f64" in ptx
+
+
+def test_generated_kernel_reads_the_thread_index(cache_dir):
+    ptx = kernelrt.compile_ptx(index_grid_2d, "float64[:, ::1], float64[:, ::1]", cc=(8, 0))
+    assert "%ctaid.x" in ptx and "%ctaid.y" in ptx and "%tid.x" in ptx
+
+
+def test_bad_cc_and_signature(cache_dir):
+    with pytest.raises(ValueError, match=r"cc must be a \(major, minor\) tuple"):
+        kernelrt.compile_ptx(axpy, "float64[::1], float64[::1], float64[::1], float64", cc=90)
+    with pytest.raises(TypeError, match="signature has 1 argument types but the kernel takes 4"):
+        kernelrt.compile_ptx(axpy, "float64[::1]", cc=(9, 0))
