@@ -33,6 +33,7 @@ _EXPORTS = {
     "Kernel": "kernel_def",
     "kernel": "kernel_def",
     "cuda_kernel": "kernel_def",
+    "device": "kernel_def",
     "LaunchConfig": "launch",
     "DeviceLimits": "launch",
     "Availability": "devices",

@@ -138,6 +138,7 @@ class DiskCache:
                 str(self.directory / "entries"),
                 size_limit=self.size_limit,
                 eviction_policy="least-recently-used",
+                cull_limit=2,  # evict a couple of entries per write, not diskcache's batch of 10
                 disk_min_file_size=2**16,
             )
             self._counters = diskcache.Cache(str(self.directory / "counters"), eviction_policy="none")

@@ -24,7 +24,7 @@ import inspect
 
 from .errors import BackendMismatchError
 
-__all__ = ["Kernel", "kernel", "cuda_kernel"]
+__all__ = ["Kernel", "kernel", "cuda_kernel", "device"]
 
 _OPTIONS = ("fastmath",)
 
@@ -148,5 +148,21 @@ def cuda_kernel(func=None, *, min_cc=None, signature=None, fastmath=False):
 
     def wrap(f):
         return Kernel(f, kind="cuda", min_cc=min_cc, signature=signature, fastmath=fastmath)
+
+    return wrap(func) if func is not None else wrap
+
+
+def device(func=None, *, inline: str = "never"):
+    """Decorate a device function that kernels call on every backend.
+
+    It is numba's ``register_jitable``: callable from ``@kernel`` bodies compiled for the
+    CPU and for CUDA (and from plain Python). Its source, and what it reads, is part of
+    the cache key of every kernel that calls it, in whatever module it lives.
+    """
+
+    def wrap(f):
+        from numba.extending import register_jitable
+
+        return register_jitable(inline=inline)(f)
 
     return wrap(func) if func is not None else wrap
