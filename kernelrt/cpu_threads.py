@@ -1,10 +1,10 @@
 """Numba's threading layer for kernelrt's parallel CPU loops.
 
 Why TBB: on a 2-vCPU VM shared with other work, the default OpenMP layer spins and
-then sleeps between loops; measured per small ``prange`` loop (tools/threading_layers.py):
-OpenMP has a 2 us median but a 7-10 ms p99 when another process is busy (the "8 ms per
-loop" seen before), workqueue 20 us median, TBB 1.5 us median and 2 us p99. TBB is also
-safe to call from several threads at once, which workqueue is not.
+then sleeps between loops; measured per small ``prange`` loop with another process busy
+(tools/threading_layers.py): OpenMP has a 2 us median but stalls of 7-10 ms (the "8 ms
+per loop" seen before), workqueue a 20 us median, TBB a 1.5 us median and a worst case
+under 0.1 ms. TBB is also safe to call from several threads at once; workqueue is not.
 
 The ``tbb`` wheel installs ``libtbb.so.12`` into ``<prefix>/lib``, which the dynamic
 loader does not search, so numba would silently fall back to OpenMP. We load it by

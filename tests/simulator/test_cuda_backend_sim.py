@@ -177,3 +177,55 @@ def test_operations_enter_and_leave_the_device(gpu):
         gpu.synchronize()
         assert active_devices() == (0,)
     assert active_devices() == ()
+
+
+class _ArrayOnDevice1:
+    """A CuPy-like array that says it lives on device 1."""
+
+    __cuda_array_interface__ = {"shape": (8,), "typestr": "<f8", "data": (0, False), "version": 3}
+    shape, dtype = (8,), np.dtype(np.float64)
+
+    class device:
+        id = 1
+
+
+def test_argument_on_another_device_refused(gpu):
+    from kernelrt import DeviceMismatchError
+
+    out = gpu.zeros(8, np.float64)
+    with pytest.raises(DeviceMismatchError, match=r"lives on device 1, but this backend is device 0"):
+        gpu.launch_kernel(axpy, 1, 8, out, _ArrayOnDevice1(), _ArrayOnDevice1(), 1.0)
+    with pytest.raises(DeviceMismatchError):
+        gpu.to_host(_ArrayOnDevice1())
+
+
+def test_backends_in_threads_keep_their_own_device_stack(gpu):
+    import threading
+
+    from kernelrt.cuda_backend import active_devices
+
+    seen, errors = {}, []
+    x = np.arange(64.0)
+    sim_lock = threading.Lock()  # the simulator itself cannot run two launches at once
+
+    def worker(slot):
+        try:
+            b = CUDABackend(0)
+            with b.activated():
+                seen[slot] = active_devices()
+                out = b.zeros(64, np.float64)
+                with sim_lock:
+                    b.launch_kernel(axpy, 1, 64, out, b.to_device(x), b.to_device(x), float(slot))
+                assert np.array_equal(b.to_host(out), slot * x + x)
+            seen[f"{slot}-after"] = active_devices()
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert all(seen[i] == (0,) and seen[f"{i}-after"] == () for i in range(4))
+    assert active_devices() == ()

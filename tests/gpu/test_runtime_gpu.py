@@ -1,0 +1,153 @@
+"""The runtime on a real GPU (skipped without one; run by tools/gpu_check.sh)."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from kernels_for_tests import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d, shifted_sqrt
+from numba import cuda
+
+import kernelrt
+from kernelrt import CUDABackend, LaunchConfigError
+
+
+def test_contract_members(gpu):
+    assert gpu.name == "cuda" and gpu.is_available
+    assert isinstance(gpu.compute_capability, tuple) and gpu.compute_capability >= (7, 0)
+    free, total = gpu.get_memory_info()
+    assert 0 < free <= total
+    assert gpu.limits.max_threads_per_block >= 1024
+
+
+def test_same_kernels_as_cpu(gpu, cpu):
+    rng = np.random.default_rng(0)
+    x, y = rng.random(100_000), rng.random(100_000)
+    out = gpu.zeros(x.size, np.float64)
+    gpu.launch_kernel(axpy, (x.size + 255) // 256, 256, out, gpu.to_device(x), gpu.to_device(y), 2.5)
+    cpu_out = np.zeros_like(x)
+    cpu.launch_kernel(axpy, (x.size + 255) // 256, 256, cpu_out, x, y, 2.5)
+    np.testing.assert_array_equal(gpu.to_host(out), cpu_out)
+
+    x2 = rng.random((300, 70))
+    o2 = gpu.zeros(x2.shape, np.float64)
+    gpu.launch_kernel(index_grid_2d, (3, 38), (32, 8), o2, gpu.to_device(x2))
+    np.testing.assert_array_equal(gpu.to_host(o2), expected_2d(x2))
+    o3 = gpu.zeros((9, 10, 11), np.float64)
+    gpu.launch_kernel(index_grid_3d, (2, 2, 2), (8, 8, 8), o3)
+    np.testing.assert_array_equal(gpu.to_host(o3), expected_3d((9, 10, 11)))
+
+    total = gpu.zeros(1, np.float64)
+    gpu.launch_kernel(block_sums, (x.size + 63) // 64, 64, gpu.to_device(x), total)
+    assert gpu.to_host(total)[0] == pytest.approx(x.sum(), rel=1e-12)
+
+
+def test_real_limits_refused(gpu):
+    out = gpu.zeros(8, np.float64)
+    x = gpu.to_device(np.ones(8))
+    limit = gpu.limits.max_threads_per_block
+    with pytest.raises(LaunchConfigError, match=f"limit max_threads_per_block on device 0 .* is {limit}"):
+        gpu.launch_kernel(axpy, 1, limit * 2, out, x, x, 1.0)
+    with pytest.raises(LaunchConfigError, match="max_shared_mem_per_block"):
+        gpu.launch_kernel(axpy, 1, 32, out, x, x, 1.0, shared_mem=gpu.limits.max_shared_mem_per_block_optin + 1)
+
+
+@kernelrt.cuda_kernel
+def dynamic_smem_copy(x, out):
+    buf = cuda.shared.array(0, dtype=np.float64)
+    i = cuda.threadIdx.x
+    n = x.shape[0]
+    j = i
+    while j < n:
+        buf[j] = x[j]
+        j += cuda.blockDim.x
+    cuda.syncthreads()
+    j = i
+    while j < n:
+        out[j] = buf[n - 1 - j]
+        j += cuda.blockDim.x
+
+
+def test_more_than_48k_of_dynamic_shared_memory(gpu):
+    n = 12_000  # 96 KB of float64
+    x = np.arange(n, dtype=np.float64)
+    out = gpu.zeros(n, np.float64)
+    gpu.launch_kernel(dynamic_smem_copy, 1, 256, gpu.to_device(x), out, shared_mem=n * 8)
+    np.testing.assert_array_equal(gpu.to_host(out), x[::-1])
+
+
+def test_pinned_staging_large_copies(gpu):
+    x = np.random.default_rng(1).random(4_000_000)  # 32 MB: staged through pinned memory
+    d = gpu.to_device(x)
+    np.testing.assert_array_equal(gpu.to_host(d), x)
+    s = gpu.stream()
+    d2 = gpu.to_device(x * 2, stream=s)
+    back = gpu.to_host(d2, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(back, x * 2)
+
+
+def test_backend_per_device_in_threads(cache_dir):
+    devices = CUDABackend.availability().devices
+    ids = [d.id for d in devices] * (2 if len(devices) == 1 else 1)
+    results, errors = {}, []
+
+    def worker(slot, device_id):
+        try:
+            b = CUDABackend(device_id)
+            x = np.full(1000, float(slot))
+            out = b.zeros(1000, np.float64)
+            for _ in range(20):
+                b.launch_kernel(axpy, 4, 256, out, b.to_device(x), b.to_device(x), 1.0)
+            b.synchronize()
+            results[slot] = b.to_host(out)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i, d)) for i, d in enumerate(ids)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for slot, out in results.items():
+        np.testing.assert_array_equal(out, np.full(1000, 2.0 * slot))
+
+
+@pytest.mark.skipif(len(CUDABackend.availability().devices) < 2, reason="needs two GPUs")
+def test_array_from_another_device_refused():
+    a, b = CUDABackend(0), CUDABackend(1)
+    x1 = b.to_device(np.ones(8))
+    with pytest.raises(kernelrt.DeviceMismatchError, match="lives on device 1"):
+        a.launch_kernel(axpy, 1, 8, a.zeros(8, np.float64), x1, x1, 1.0)
+
+
+def test_second_process_loads_without_compiling(cache_dir):
+    code = (
+        "import json, sys; sys.path.insert(0, 'tests'); import numpy as np, kernelrt;"
+        "from kernels_for_tests import shifted_sqrt;"
+        "b = kernelrt.CUDABackend(0); ck = b.compile_kernel(shifted_sqrt);"
+        "out = b.zeros(8, np.float64); b.launch_kernel(ck, 1, 8, out, b.to_device(np.arange(8.0)));"
+        "print(json.dumps({'status': ck.status, 'out': b.to_host(out).tolist(), 'stats': b.cache.stats.as_dict()}))"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    runs = []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+        assert res.returncode == 0, res.stderr
+        runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
+    assert runs[0]["status"] == "compiled" and runs[1]["status"] == "disk"
+    assert runs[1]["stats"]["misses"] == 0
+    np.testing.assert_allclose(runs[1]["out"], np.sqrt(np.arange(8.0)) + 10.0)
+
+
+def test_offline_ptx_entry_loads_on_the_device(cache_dir, gpu):
+    cc = gpu.compute_capability
+    sig = "float64[::1], float64[::1], float64[::1], float64"
+    fresh = kernelrt.kernel(axpy.py_func)
+    kernelrt.compile_ptx(fresh, sig, cc=cc)  # as `kernelrt cache warm --cc` would
+    again = kernelrt.kernel(axpy.py_func)
+    assert gpu.compile_kernel(again, sig).status == "disk"
