@@ -1,0 +1,64 @@
+"""The kernelrt command: info, cache list/stats/clear, and clear errors for bad options."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from kernels_for_tests import shifted_sqrt
+
+from kernelrt.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "kernelrt.cli", *args], capture_output=True, text=True)
+
+
+def test_info_human_and_json(cache_dir, capsys):
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert "cpu backend:  available" in text and "cuda backend:" in text and str(cache_dir) in text
+    assert main(["info", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["backends"]["cpu"]["available"] is True
+    assert report["backends"]["cpu"]["threading_layer"] == "tbb"
+    assert "reason" in report["backends"]["cuda"]
+    assert "numba" in report["versions"] and report["cache"]["directory"].startswith(str(cache_dir))
+
+
+def test_cache_list_stats_clear(cache_dir, cpu, capsys):
+    cpu.compile_kernel(shifted_sqrt)
+    out = np.zeros(4)
+    cpu.launch_kernel(shifted_sqrt, 1, 4, out, np.arange(4.0))
+    assert main(["cache", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["kernel"] for r in rows] == ["kernels_for_tests.shifted_sqrt"]
+    assert rows[0]["target"].startswith("cpu:") and rows[0]["size"] > 0
+    assert main(["cache", "list"]) == 0
+    assert "kernels_for_tests.shifted_sqrt" in capsys.readouterr().out
+    assert main(["cache", "stats", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["entries"] == 1 and stats["totals"]["misses"] >= 1
+    assert main(["cache", "clear", "--kernel", "kernels_for_tests.shifted_sqrt"]) == 0
+    assert "removed 1 entries of kernels_for_tests.shifted_sqrt" in capsys.readouterr().out
+    assert main(["cache", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["cache", "frob"], "invalid choice: 'frob'"),
+        (["cache", "list", "--cc", "80"], "--cc applies to 'cache warm' only"),
+        (["cache", "warm", "--cc", "9x"], "--cc takes compute capabilities like 80,90 (got '9x')"),
+        (["cache", "stats", "--kernel", "k"], "--kernel applies to 'cache clear' only"),
+        (["nonsense"], "invalid choice: 'nonsense'"),
+        ([], "the following arguments are required: command"),
+    ],
+)
+def test_bad_options_are_clear(cache_dir, args, message):
+    res = run_cli(*args)
+    assert res.returncode == 2
+    assert message in res.stderr
+    assert "usage: kernelrt" in res.stderr
