@@ -99,6 +99,18 @@ class Kernel:
     def runs_on_cpu(self) -> bool:
         return self.kind == "thread" or self.cpu_twin is not None
 
+    def copy(self) -> "Kernel":
+        """A new definition with the same source and options but no compiled code yet.
+
+        Its first compilation goes to the disk cache, as in a fresh process: the cache
+        benchmarks and tests use it to measure loads without starting processes.
+        """
+        twin = self.cpu_twin
+        out = Kernel(self.py_func, kind=self.kind, ndim=self.ndim, min_cc=self.min_cc,
+                     signature=self.raw_signature, fastmath=self.options["fastmath"])
+        out.cpu_twin = twin
+        return out
+
     def cpu(self, twin):
         """Register ``twin(grid, block, *args)`` as this CUDA kernel's CPU implementation."""
         if self.kind != "cuda":
