@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import QUICK, tag
+from benchlib import QUICK, tag
 
 from kernelrt.compiler import ensure_cpu
 from kernelrt.disk_cache import DiskCache

@@ -10,7 +10,7 @@ under 50 us per small CPU launch.
 import numba
 import numpy as np
 import pytest
-from conftest import tag
+from benchlib import tag
 
 import kernelrt
 

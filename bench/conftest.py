@@ -6,11 +6,7 @@ Every benchmark sets ``benchmark.group`` to a case and ``extra_info["role"]`` to
 Run directly with: ``python -m pytest bench --benchmark-enable``.
 """
 
-import os
-
 import pytest
-
-QUICK = os.environ.get("KERNELRT_BENCH_QUICK", "") not in ("", "0")
 
 
 def pytest_configure(config):
@@ -23,8 +19,3 @@ def pytest_collection_modifyitems(config, items):
         return
     for item in items:
         item.add_marker(pytest.mark.skip(reason="run benchmarks with --benchmark-enable (or kernelrt bench)"))
-
-
-def tag(benchmark, group, role, peer=None, **info):
-    benchmark.group = group
-    benchmark.extra_info.update(role=role, peer=peer, **info)

@@ -218,6 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON (list, stats)")
     p.set_defaults(func=_cmd_cache)
 
+    from .bench_cli import add_bench_parser
+
+    add_bench_parser(sub)
     return parser
 
 

@@ -4,8 +4,8 @@ For a ``@kernel(ndim=N)`` body ``f(i[, j[, k]], *args)`` this module writes:
 
 * a CUDA entry point ``f__cuda(*args)`` that reads ``cuda.grid(N)`` and calls the
   body compiled as a device function;
-* a CPU entry point ``f__cpu(nx, ny, nz, min_rows, *args)`` that runs the same index
-  space with ``prange``. In 2-D/3-D it parallelises over the rows (y, z) and runs x
+* a CPU entry point ``f__cpu(nx, *args)`` (1-D) or ``f__cpu(nx, ny, nz, min_rows, *args)``
+  that runs the same index space with ``prange``. In 2-D/3-D it parallelises over the rows (y, z) and runs x
   innermost, which keeps C-ordered arrays indexed ``[.., j, i]`` streaming; when there
   are too few rows to keep every core busy it parallelises over all threads instead.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import linecache
 
-__all__ = ["cuda_entry_source", "cpu_entry_source", "materialize"]
+__all__ = ["cuda_entry_source", "cpu_entry_source", "cpu_index_arity", "materialize"]
 
 _INDEX = ("i", "j", "k")
 
@@ -38,12 +38,20 @@ def cuda_entry_source(name: str, ndim: int, params) -> str:
     )
 
 
+def cpu_index_arity(ndim: int) -> int:
+    """Leading integer arguments of the CPU entry: nx in 1-D; nx, ny, nz, min_rows else.
+
+    1-D launches dominate and numba's dispatch cost grows with the argument count.
+    """
+    return 1 if ndim == 1 else 4
+
+
 def cpu_entry_source(name: str, ndim: int, params) -> str:
     args = _arglist(params)
-    head = f"def {name}__cpu(nx, ny, nz, min_rows{', ' if args else ''}{args}):\n"
     tail_args = f", {args}" if args else ""
     if ndim == 1:
-        return head + f"    for i in prange(nx):\n        body(i{tail_args})\n"
+        return f"def {name}__cpu(nx{tail_args}):\n    for i in prange(nx):\n        body(i{tail_args})\n"
+    head = f"def {name}__cpu(nx, ny, nz, min_rows{tail_args}):\n"
     index = ", ".join(_INDEX[:ndim])
     return head + (
         "    rows = ny * nz\n"

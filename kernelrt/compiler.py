@@ -37,7 +37,6 @@ __all__ = [
     "ensure_cuda",
     "compile_cuda_offline",
     "cuda_arch",
-    "INDEX_TYPES",
     "compile_ptx",
 ]
 
@@ -119,8 +118,6 @@ def cuda_dispatcher(kernel: Kernel, cc):
 
 
 # -- keys ---------------------------------------------------------------------------
-
-INDEX_TYPES = 4  # nx, ny, nz, min_rows lead the CPU entry's arguments
 
 
 def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> tuple[str, list]:
@@ -204,7 +201,10 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
     from numba.core import compiler, types as nbtypes
 
     disp = cpu_dispatcher(kernel)
-    full = (nbtypes.int64,) * INDEX_TYPES + tuple(argtypes) if kernel.kind == "thread" else _twin_types(argtypes)
+    if kernel.kind == "thread":
+        full = (nbtypes.int64,) * codegen.cpu_index_arity(kernel.ndim) + tuple(argtypes)
+    else:
+        full = _twin_types(argtypes)
     if full in disp.overloads:
         disk.record(memory_hits=1)
         return "memory"

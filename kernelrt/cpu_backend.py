@@ -10,6 +10,7 @@ slow path, which checks the arguments and compiles through the disk cache.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 
 import numpy as np
@@ -135,40 +136,41 @@ class CPUBackend(Backend):
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)
-            disp, head = self._launchers[kernel, grid, block, shared_mem]
+            launch = self._launchers[kernel, grid, block, shared_mem]
         except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
-            disp, head = self._launcher(kernel, grid, block, shared_mem, args)
+            launch = self._launcher(kernel, grid, block, shared_mem, args)
         try:
-            disp(*head, *args)
+            launch(*args)
         except (TypeError, ValueError) as first_error:
-            self._launch_slow(self._kernel_of(kernel), disp, head, args, first_error)
+            self._launch_slow(self._kernel_of(kernel), launch, args, first_error)
 
     def _launcher(self, kernel, grid, block, shared_mem, args):
-        """Validate a launch configuration and memoise the dispatcher and leading arguments."""
+        """Validate a launch configuration; memoise the dispatcher with its leading arguments."""
         k = self._kernel_of(kernel)
         config = LaunchConfig.of(grid, block, shared_mem)
         disp = self._dispatchers.get(k) or self._prepare(k)
-        if k.kind == "thread":
-            nx, ny, nz = config.shape
-            head = (nx, ny, nz, self._min_rows)
+        if k.kind == "cuda":
+            launch = functools.partial(disp, config.grid, config.block)
+        elif k.ndim == 1:
+            launch = functools.partial(disp, config.shape[0])
         else:
-            head = (config.grid, config.block)
+            launch = functools.partial(disp, *config.shape, self._min_rows)
         declared = getattr(kernel, "argtypes", None)
         if declared is not None:  # a CompiledKernel with a signature takes only those types
             check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
         elif type(kernel) is Kernel:
             with contextlib.suppress(TypeError):
-                self._launchers[kernel, grid, block, shared_mem] = (disp, head)
-        return disp, head
+                self._launchers[kernel, grid, block, shared_mem] = launch
+        return launch
 
-    def _launch_slow(self, kernel, disp, head, args, first_error) -> None:
+    def _launch_slow(self, kernel, launch, args, first_error) -> None:
         """New argument types, or arguments numba refused: explain or compile, then run."""
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
         status = ensure_cpu(kernel, argtypes, self.cache)
         if status == "memory":
             # Already compiled for these types, so the error came from the kernel itself.
             raise first_error
-        disp(*head, *args)
+        launch(*args)
 
 
 def _typeof(value):

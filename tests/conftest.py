@@ -8,13 +8,10 @@ marker ``gpu``, skipped without one).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-DATA = Path(__file__).parent / "data"
-SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
+from testlib import SIMULATOR
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -37,18 +34,3 @@ def cpu(cache_dir):
     from kernelrt import CPUBackend
 
     return CPUBackend()
-
-
-def nvrtc_available() -> bool:
-    try:
-        from numba.cuda.cudadrv import nvrtc
-
-        nvrtc.get_supported_ccs()
-        return True
-    except Exception:
-        return False
-
-
-requires_nvrtc = pytest.mark.skipif(
-    SIMULATOR or not nvrtc_available(), reason="PTX compilation needs NVRTC (pip install kernelrt[test])"
-)

@@ -28,9 +28,10 @@ def test_info_human_and_json(cache_dir, capsys):
 
 
 def test_cache_list_stats_clear(cache_dir, cpu, capsys):
-    cpu.compile_kernel(shifted_sqrt)
+    kernel = shifted_sqrt.copy()  # a copy: nothing compiled in memory yet
+    cpu.compile_kernel(kernel)
     out = np.zeros(4)
-    cpu.launch_kernel(shifted_sqrt, 1, 4, out, np.arange(4.0))
+    cpu.launch_kernel(kernel, 1, 4, out, np.arange(4.0))
     assert main(["cache", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["kernel"] for r in rows] == ["kernels_for_tests.shifted_sqrt"]

@@ -1,7 +1,7 @@
 """PTX compilation of the test kernels for sm_80 and sm_90, with no GPU present."""
 
 import pytest
-from conftest import requires_nvrtc
+from testlib import requires_nvrtc
 from kernels_for_tests import (
     axpy,
     block_sums,
