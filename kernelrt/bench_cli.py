@@ -33,12 +33,15 @@ def add_bench_parser(sub) -> None:
     p.add_argument("--plot", action="store_true", help="also write PNG figures (needs matplotlib: the bench extra)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: bench/results)")
     p.add_argument("--json", action="store_true", help="print the results JSON")
+    p.add_argument("--attach", action="append", default=[], metavar="NAME=PATH",
+                   help="embed a JSON file, or a JUnit XML summary, in the results (repeatable)")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(args) -> int:
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
-    result, path = run_bench(suites, quick=args.quick, out_dir=args.out)
+    attachments = dict(_attachment(a) for a in args.attach)  # read first: bad paths fail fast
+    result, path = run_bench(suites, quick=args.quick, out_dir=args.out, attachments=attachments)
     pngs = plot_results(result, path.with_suffix("")) if args.plot else []
     if args.json:
         print(json.dumps(result, indent=2))
@@ -50,6 +53,28 @@ def _cmd_bench(args) -> int:
     return 0 if result["pytest_exit_code"] == 0 else 1
 
 
+def _attachment(spec: str) -> tuple[str, object]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        raise SystemExit(f"--attach takes NAME=PATH (got {spec!r})")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--attach {name}: no file at {path}")
+    if path.endswith(".xml"):
+        import xml.etree.ElementTree as ET
+
+        root = ET.parse(path).getroot()
+        suite = root if root.tag == "testsuite" else root.find("testsuite")
+        keys = ("tests", "failures", "errors", "skipped", "time")
+        summary = {k: suite.get(k) for k in keys} if suite is not None else {}
+        summary["failed"] = [f"{c.get('classname')}::{c.get('name')}" for c in root.iter("testcase")
+                             if c.find("failure") is not None or c.find("error") is not None]
+        return name, summary
+    try:
+        return name, json.loads(Path(path).read_text())
+    except ValueError as e:
+        raise SystemExit(f"--attach {name}: {path} is not JSON ({e})") from None
+
+
 def _bench_dir() -> Path:
     folder = REPO / "bench"
     if not folder.is_dir():
@@ -57,7 +82,7 @@ def _bench_dir() -> Path:
     return folder
 
 
-def run_bench(suites, *, quick=False, out_dir=None) -> tuple[dict, Path]:
+def run_bench(suites, *, quick=False, out_dir=None, attachments=None) -> tuple[dict, Path]:
     """Run ``suites`` with pytest-benchmark; returns the summary and the JSON path written."""
     folder = _bench_dir()
     files = [str(folder / f"bench_{s}.py") for s in suites]
@@ -73,6 +98,7 @@ def run_bench(suites, *, quick=False, out_dir=None) -> tuple[dict, Path]:
         code = subprocess.run(cmd, cwd=REPO, env=env).returncode
         raw = json.loads(raw_path.read_text()) if raw_path.exists() else {"benchmarks": []}
     result = summarize(raw, suites=suites, quick=quick, pytest_exit_code=code)
+    result["attachments"] = attachments or {}
     out_dir = Path(out_dir) if out_dir else folder / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"{result['date']}-{_slug(result['device']['name'])}" + ("-quick" if quick else "")

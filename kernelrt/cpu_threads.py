@@ -25,9 +25,11 @@ _prepared = False
 
 
 def _tbb_library_candidates() -> list[str]:
-    roots = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(sys.executable))}
+    # The environment's lib/ (pip, venv), and lib/ under sys.path entries (pip --target).
+    roots = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(sys.executable))]
+    roots += [p for p in sys.path if p and os.path.isdir(os.path.join(p, "lib"))]
     found: list[str] = []
-    for root in sorted(roots):
+    for root in dict.fromkeys(roots):
         found += sorted(glob.glob(os.path.join(root, "lib", "libtbb.so.12*")))
     return found
 

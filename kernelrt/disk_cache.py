@@ -50,9 +50,12 @@ def resolve_cache_dir(explicit: str | os.PathLike | None = None) -> Path:
     elif config.cache_dir_override():
         root = Path(config.cache_dir_override())
     else:
-        import platformdirs
+        try:
+            import platformdirs
 
-        root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
+            root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
+        except ImportError:  # minimal installs (GPU machines fed with wheels): XDG default
+            root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelrt"
     return root.expanduser() / f"kernelrt-{__version__}-schema{KEY_SCHEMA_VERSION}"
 
 

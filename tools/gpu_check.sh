@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# GPU check: on a machine with a CUDA GPU, install kernelrt from this checkout without
+# network, run the gpu-marked tests, the demo and the benchmarks, and write
+# bench/results/<date>-<gpu>.json (device, versions, commit, peer ratios, the GPU test
+# summary and the demo's checks) with its plots.
+#
+#   bash tools/fetch_gpu_wheels.sh     # where there is internet: wheels into .whl/
+#   bash tools/gpu_check.sh            # on the GPU machine (Python 3.12 with numba-cuda, cupy)
+#
+# Environment: PYTHON (default python3), KERNELRT_RESULTS_DIR (default bench/results),
+# GPU_CHECK_QUICK=1 (small benchmark sizes), GPU_CHECK_ALLOW_CPU=1 (run every step even
+# without a GPU: a dry run of this script). If $OUT is set, results are copied there too.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+RESULTS=${KERNELRT_RESULTS_DIR:-bench/results}
+SITE=${KERNELRT_SITE:-/tmp/kernelrt-site}
+WORK=$(mktemp -d)
+FAILED=()
+step() { printf '\n==== [%s] %s ====\n' "$(date +%H:%M:%S)" "$*"; }
+fail() { echo "!! $*"; FAILED+=("$*"); }
+
+step "1/7 machine"
+"$PY" --version || { echo "no $PY"; exit 1; }
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap --format=csv 2>/dev/null \
+  || echo "nvidia-smi: not available"
+git rev-parse --short HEAD 2>/dev/null || echo "(not a git checkout)"
+
+step "2/7 dependencies from .whl/ (offline)"
+mkdir -p "$SITE"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
+    || { echo "installing the wheels in .whl/ failed"; exit 1; }
+  echo "installed $(ls .whl/*.whl | wc -l) wheels into $SITE"
+else
+  echo "no .whl/ folder: using what $PY already has (run tools/fetch_gpu_wheels.sh where there is internet)"
+fi
+
+step "3/7 kernelrt from this checkout"
+# Copy the two import packages into place (kernels/ is installed as kernelrt.kernels):
+# no build backend and no network needed.
+rm -rf "$SITE/kernelrt" && cp -r kernelrt "$SITE/kernelrt" && cp -r kernels "$SITE/kernelrt/kernels"
+export PYTHONPATH="$SITE:$PWD/tests:${PYTHONPATH:-}"
+export KERNELRT_CACHE_DIR=${KERNELRT_CACHE_DIR:-$WORK/cache}
+"$PY" -c "import kernelrt, kernelrt.kernels, numba, numba.cuda, diskcache; print('imports ok:', kernelrt.__file__)" \
+  || { echo "kernelrt does not import"; exit 1; }
+
+step "4/7 kernelrt info"
+"$PY" -m kernelrt.cli info || fail "kernelrt info"
+if ! "$PY" -c "import sys, kernelrt; a = kernelrt.CUDABackend.availability(); print('cuda:', a.reason); sys.exit(a.code != 'ok')"; then
+  if [ -z "${GPU_CHECK_ALLOW_CPU:-}" ]; then echo "no usable GPU: stopping (GPU_CHECK_ALLOW_CPU=1 runs the steps anyway)"; exit 1; fi
+  echo "no usable GPU: continuing because GPU_CHECK_ALLOW_CPU is set (GPU tests will skip)"
+fi
+
+step "5/7 GPU tests (tests/gpu)"
+"$PY" -m pytest -q -p no:cacheprovider tests/gpu --junitxml="$WORK/gpu-tests.xml" 2>&1 | tee "$WORK/gpu-tests.txt"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "GPU tests"
+
+step "6/7 demo"
+"$PY" -m kernelrt.cli demo --json > "$WORK/demo.json" || fail "demo"
+"$PY" -c "import json; d = json.load(open('$WORK/demo.json')); print(json.dumps(d.get('checks', d), indent=1)[:3000])" || true
+
+step "7/7 benchmarks"
+QUICK=${GPU_CHECK_QUICK:+--quick}
+"$PY" -m kernelrt.cli bench all $QUICK --plot --out "$RESULTS" \
+  --attach "gpu_tests=$WORK/gpu-tests.xml" --attach "demo=$WORK/demo.json" || fail "benchmarks"
+
+step "summary"
+ls -la "$RESULTS" | tail -n 20
+if [ -n "${OUT:-}" ]; then cp "$RESULTS"/*"$(date +%F)"* "$OUT"/ 2>/dev/null && echo "copied results to \$OUT"; fi
+if [ ${#FAILED[@]} -eq 0 ]; then echo "GPU check passed"; exit 0; fi
+echo "GPU check FAILED: ${FAILED[*]}"; exit 1
