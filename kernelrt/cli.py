@@ -176,26 +176,26 @@ def _cmd_cache_warm(args, cache) -> int:
     specs = builtin_warm_specs()
     results = []
 
-    def run(label, fn):
+    def run(label, fn, *args):
         t0 = time.perf_counter()
-        status = fn()
-        results.append((label, status, time.perf_counter() - t0))
+        status = fn(*args)
+        status = status[0] if isinstance(status, tuple) else status  # offline: (status, ptx)
+        results.append((label, status))
         print(f"  {label:70} {status:9} {time.perf_counter() - t0:6.2f} s", flush=True)
 
     print(f"warming {cache.directory}")
     for kernel, sig in specs["cpu"]:
-        run(f"{kernel.name} [cpu] ({sig})", lambda: ensure_cpu(kernel, kernel.parse_signature(sig), cache))
+        run(f"{kernel.name} [cpu]", ensure_cpu, kernel, kernel.parse_signature(sig), cache)
     if CUDABackend.check_available():
         backend = CUDABackend()
-        for kernel, sig in specs["cuda"]:
-            with backend.activated():
-                run(f"{kernel.name} [cuda {backend.compute_capability}]",
-                    lambda: ensure_cuda(kernel, kernel.parse_signature(sig), backend.compute_capability, cache))
+        cc = backend.compute_capability
+        with backend.activated():
+            for kernel, sig in specs["cuda"]:
+                run(f"{kernel.name} [cuda {cc[0]}.{cc[1]}]", ensure_cuda, kernel, kernel.parse_signature(sig), cc, cache)
     for cc in args.cc or []:
         for kernel, sig in specs["cuda"]:
-            run(f"{kernel.name} [ptx sm_{cc[0]}{cc[1]}]",
-                lambda: compile_cuda_offline(kernel, kernel.parse_signature(sig), cc, cache)[0])
-    compiled = sum(1 for _, s, _ in results if s == "compiled")
+            run(f"{kernel.name} [ptx sm_{cc[0]}{cc[1]}]", compile_cuda_offline, kernel, kernel.parse_signature(sig), cc, cache)
+    compiled = sum(1 for _, s in results if s == "compiled")
     print(f"{len(results)} kernels: {compiled} compiled, {len(results) - compiled} already cached")
     return 0
 

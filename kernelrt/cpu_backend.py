@@ -90,7 +90,7 @@ class CPUBackend(Backend):
     def to_device(self, a, stream=None):
         if is_device_array(a):
             raise BackendMismatchError(
-                f"to_device takes a host array (got a CUDA device array); copy it to the host first"
+                "to_device takes a host array (got a CUDA device array); copy it to the host first"
             )
         return np.array(a, order="C", copy=True)
 

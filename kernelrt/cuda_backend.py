@@ -20,14 +20,12 @@ import weakref
 
 import numpy as np
 
-from . import config
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
 from .backend import Backend, CompiledKernel
 from .compiler import cuda_dispatcher, ensure_cuda
 from .devices import classify, probe
 from .disk_cache import disk_cache_for
 from .errors import (
-    BackendMismatchError,
     ComputeCapabilityError,
     CudaUnavailableError,
     DeviceMismatchError,
@@ -287,10 +285,10 @@ class CUDABackend(Backend):
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         k = kernel if type(kernel) is Kernel else self._kernel_of(kernel)
-        config_ = LaunchConfig.of(grid, block, shared_mem)
+        cfg = LaunchConfig.of(grid, block, shared_mem)
         disp = self._dispatchers.get(k) or self._prepare(k)
-        if (k, config_) not in self._validated:
-            self._validate(k, config_)
+        if (k, cfg) not in self._validated:
+            self._validate(k, cfg)
         declared = getattr(kernel, "argtypes", None)
         if self._simulated or declared is not None:
             check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
@@ -301,24 +299,24 @@ class CUDABackend(Backend):
                 self._check_on_this_device(a, "an argument array")
         with self._activated():
             try:
-                disp[config_.grid, config_.block, stream or 0, config_.shared_mem](*args)
+                disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
             except (TypeError, ValueError, RuntimeError) as first_error:
-                self._launch_slow(k, disp, config_, stream, args, first_error)
+                self._launch_slow(k, disp, cfg, stream, args, first_error)
 
-    def _launch_slow(self, kernel, disp, config_, stream, args, first_error) -> None:
+    def _launch_slow(self, kernel, disp, cfg, stream, args, first_error) -> None:
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
         status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
         if status in ("memory", "simulator"):
             raise first_error  # the kernel was ready: the error is the kernel's own
-        self._opt_in_shared_mem(disp, config_.shared_mem)
-        disp[config_.grid, config_.block, stream or 0, config_.shared_mem](*args)
+        self._opt_in_shared_mem(disp, cfg.shared_mem)
+        disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
 
-    def _validate(self, kernel: Kernel, config_: LaunchConfig) -> None:
-        check_limits(config_, self.limits)
+    def _validate(self, kernel: Kernel, cfg: LaunchConfig) -> None:
+        check_limits(cfg, self.limits)
         if not self._simulated:
             with self._activated():
-                self._opt_in_shared_mem(self._dispatchers[kernel], config_.shared_mem)
-        self._validated.add((kernel, config_))
+                self._opt_in_shared_mem(self._dispatchers[kernel], cfg.shared_mem)
+        self._validated.add((kernel, cfg))
 
     def _opt_in_shared_mem(self, disp, nbytes: int) -> None:
         """Let compiled kernels use more than 48 KiB of dynamic shared memory (sm_70+)."""

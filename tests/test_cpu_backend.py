@@ -235,7 +235,7 @@ def test_decorator_rejects_bad_definitions():
     with pytest.raises(TypeError, match="first 2 parameters must be the thread index"):
         kernelrt.kernel(ndim=2)(lambda i: None)
     with pytest.raises(ValueError, match="ndim must be 1, 2 or 3"):
-        kernelrt.kernel(ndim=4)(lambda i, j, k, l: None)
+        kernelrt.kernel(ndim=4)(lambda i, j, k, n: None)
 
     def with_default(i, x=1):
         pass

@@ -12,7 +12,7 @@ from kernels_for_tests import axpy, shifted_sqrt
 
 import kernelrt
 from kernelrt.cache_key import KeyBuilder, function_fingerprint
-from kernelrt.disk_cache import FORMAT_VERSION, MAGIC, DiskCache, resolve_cache_dir
+from kernelrt.disk_cache import FORMAT_VERSION, DiskCache, resolve_cache_dir
 
 KEY = "ab" * 32
 OTHER = "cd" * 32
