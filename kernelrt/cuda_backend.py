@@ -59,6 +59,34 @@ def _device_of(a) -> int | None:
     return dev_id if isinstance(dev_id, int) else None
 
 
+class _DeviceScope:
+    """Makes a device current on this thread and restores the previous one on exit.
+
+    numba's ``gpus[i]`` pushes the device's primary context on the thread's CUDA context
+    stack and pops it on exit, also on errors; the thread-local list mirrors it so that
+    ``active_devices()`` can tell which backends are active. A class, not a generator,
+    because it wraps every launch.
+    """
+
+    __slots__ = ("device_id", "_gpu")
+
+    def __init__(self, device_id: int):
+        self.device_id = device_id
+
+    def __enter__(self):
+        from numba import cuda
+
+        self._gpu = cuda.gpus[self.device_id]
+        self._gpu.__enter__()
+        _tls.__dict__.setdefault("stack", []).append(self.device_id)
+        return self
+
+    def __exit__(self, *exc):
+        _tls.stack.pop()
+        self._gpu.__exit__(*exc)
+        return False
+
+
 class CUDABackend(Backend):
     """The contract on one CUDA device; see the module docstring."""
 
@@ -77,7 +105,7 @@ class CUDABackend(Backend):
         self.cache = disk_cache_for(cache_dir, enable_caching)
         self._simulated = avail.code == "simulator"
         self._dispatchers: dict[Kernel, object] = {}
-        self._validated: set = set()
+        self._launchers: dict[tuple, tuple] = {}
         self._staging = None
         self._staging_event = None
         self._staging_lock = threading.Lock()
@@ -87,17 +115,8 @@ class CUDABackend(Backend):
     def availability(cls, device_id: int = 0):
         return classify(probe(), device_id)
 
-    @contextlib.contextmanager
-    def _activated(self):
-        from numba import cuda
-
-        stack = _tls.__dict__.setdefault("stack", [])
-        with cuda.gpus[self.device_id]:
-            stack.append(self.device_id)
-            try:
-                yield
-            finally:
-                stack.pop()
+    def _activated(self) -> "_DeviceScope":
+        return _DeviceScope(self.device_id)
 
     def activated(self):
         """Context manager making this backend's device current for foreign code (CuPy)."""
@@ -284,17 +303,15 @@ class CUDABackend(Backend):
         return CompiledKernel(kernel, self.name, self.device_id, argtypes, status)
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
-        k = kernel if type(kernel) is Kernel else self._kernel_of(kernel)
-        cfg = LaunchConfig.of(grid, block, shared_mem)
-        disp = self._dispatchers.get(k) or self._prepare(k)
-        if (k, cfg) not in self._validated:
-            self._validate(k, cfg)
-        declared = getattr(kernel, "argtypes", None)
-        if self._simulated or declared is not None:
-            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
+        try:  # fast path: checks of the configuration memoised per (kernel, grid, block, smem)
+            k, disp, cfg, check_all = self._launchers[kernel, grid, block, shared_mem]
+        except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
+            k, disp, cfg, check_all = self._launcher(kernel, grid, block, shared_mem)
+        if check_all:  # the simulator checks no types; a CompiledKernel takes only its own
+            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=getattr(kernel, "argtypes", None))
         for a in args:
             if type(a) is np.ndarray:
-                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
+                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)  # raises: host array
             elif is_device_array(a):
                 self._check_on_this_device(a, "an argument array")
         with self._activated():
@@ -303,6 +320,21 @@ class CUDABackend(Backend):
             except (TypeError, ValueError, RuntimeError) as first_error:
                 self._launch_slow(k, disp, cfg, stream, args, first_error)
 
+    def _launcher(self, kernel, grid, block, shared_mem):
+        """Check a kernel and launch configuration once; memoise what launches need."""
+        k = self._kernel_of(kernel)
+        cfg = LaunchConfig.of(grid, block, shared_mem)
+        disp = self._dispatchers.get(k) or self._prepare(k)
+        check_limits(cfg, self.limits)
+        if not self._simulated:
+            with self._activated():
+                self._opt_in_shared_mem(disp, cfg.shared_mem)
+        entry = (k, disp, cfg, self._simulated or getattr(kernel, "argtypes", None) is not None)
+        if type(kernel) is Kernel:
+            with contextlib.suppress(TypeError):
+                self._launchers[kernel, grid, block, shared_mem] = entry
+        return entry
+
     def _launch_slow(self, kernel, disp, cfg, stream, args, first_error) -> None:
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
         status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
@@ -310,13 +342,6 @@ class CUDABackend(Backend):
             raise first_error  # the kernel was ready: the error is the kernel's own
         self._opt_in_shared_mem(disp, cfg.shared_mem)
         disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
-
-    def _validate(self, kernel: Kernel, cfg: LaunchConfig) -> None:
-        check_limits(cfg, self.limits)
-        if not self._simulated:
-            with self._activated():
-                self._opt_in_shared_mem(self._dispatchers[kernel], cfg.shared_mem)
-        self._validated.add((kernel, cfg))
 
     def _opt_in_shared_mem(self, disp, nbytes: int) -> None:
         """Let compiled kernels use more than 48 KiB of dynamic shared memory (sm_70+)."""
