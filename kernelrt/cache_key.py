@@ -158,18 +158,30 @@ def _code_objects(code):
 
 
 def _jitted_python_function(value):
-    """The Python function behind a numba dispatcher or a kernelrt Kernel, else None."""
+    """The Python function behind a numba dispatcher, intrinsic or kernelrt Kernel, else None."""
     if type(value).__name__ == "Kernel" and hasattr(value, "py_func") and hasattr(value, "cpu_twin"):
         return value.py_func
     py_func = getattr(value, "py_func", None)
     if py_func is not None and hasattr(value, "targetoptions"):
         return py_func
+    defn = getattr(value, "_defn", None)  # numba @intrinsic: its code generator is the source
+    if isinstance(defn, types.FunctionType):
+        return defn
     return None
 
 
 def _options(dispatcher) -> str:
     opts = getattr(dispatcher, "targetoptions", None) or getattr(dispatcher, "options", {})
-    return repr(sorted((k, repr(v)) for k, v in dict(opts).items()))
+    return repr(sorted((k, _canonical(v)) for k, v in dict(opts).items()))
+
+
+def _canonical(value) -> str:
+    """repr with sets and dicts in sorted order (set order changes with PYTHONHASHSEED)."""
+    if isinstance(value, (set, frozenset)):
+        return repr(sorted(map(_canonical, value)))
+    if isinstance(value, dict):
+        return repr(sorted((_canonical(k), _canonical(v)) for k, v in value.items()))
+    return repr(value)
 
 
 def _qualname(obj) -> str:

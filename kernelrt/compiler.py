@@ -157,10 +157,24 @@ def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load) -> str:
 
                 payload = dumps((_PAYLOAD_VERSION, dump(obj)))
             except Exception as e:  # uncachable (e.g. dynamic globals): keep it in memory only
-                config.logger.debug("not caching %s: %s", meta["kernel"], e)
+                _warn_uncachable(meta["kernel"], e)
                 return "compiled"
             disk.store(key, payload, dict(meta, compile_seconds=seconds))
             return "compiled"
+
+
+_uncachable_warned: set[str] = set()
+
+
+def _warn_uncachable(kernel: str, why) -> None:
+    """Once per kernel: it compiles in every process because numba cannot serialise it."""
+    if kernel not in _uncachable_warned:
+        _uncachable_warned.add(kernel)
+        config.logger.warning(
+            "kernelrt: %s cannot be stored in the disk cache (%s), so every process compiles it; "
+            "this happens when the kernel reads runtime state such as numba.get_num_threads()",
+            kernel, why,
+        )
 
 
 def _try_load(disk, key: str, load) -> bool:

@@ -261,3 +261,35 @@ def test_cuda_offline_entries_are_cached_and_reload(tmp_path, cache_dir):
     assert out.returncode == 0, out.stderr
     hits, misses, n = out.stdout.split()
     assert (hits, misses) == ("1", "0") and int(n) == len(ptx)
+
+
+def test_key_ignores_set_order_and_sees_intrinsics():
+    import subprocess
+    import sys
+
+    code = (
+        "from kernelrt.cache_key import _options;"
+        "class D: targetoptions = {'fastmath': {'reassoc', 'contract', 'nsz', 'arcp'}};"
+        "print(_options(D))"
+    )
+    outs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout
+        for seed in (1, 2, 3)
+    }
+    assert len(outs) == 1
+
+    from numba.extending import intrinsic
+
+    def make(scale):
+        @intrinsic
+        def scaled(typingctx, x):
+            def codegen(context, builder, sig, args):
+                return builder.fmul(args[0], context.get_constant(sig.return_type, scale))
+
+            return x(x), codegen
+
+        return scaled
+
+    src = "def f(x):\n    return op(x)\n"
+    assert _fingerprint_of(src, op=make(2.0)) != _fingerprint_of(src, op=make(3.0))
