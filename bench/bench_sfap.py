@@ -1,0 +1,313 @@
+"""SFAP benchmarks: ``compute_sfaps`` against MyoGen 0.12 ``calc_sfaps(use_gpu=False)``.
+
+Cases (MyoGen's PR #11 geometry, specs/SFAP.md §13): muscle 120 mm, CV ~ N(4000, 300)
+mm/s, fs = 10240 Hz, 25 electrodes; 200 fibres at dz = 0.1 and 50 fibres at dz in
+{0.5, 0.1, 0.05, 0.02, 0.01}. Both sides compute the same end-to-end result (raw SFAPs,
+NMJ delay, MUAP) from the same inputs, in the same run.
+
+The peer is MyoGen itself when a Python 3.12 interpreter with ``myogen==0.12.0`` is found
+(``KERNELRT_MYOGEN_PYTHON``, else /tmp/myogen312/bin/python; setup in
+tools/regen_sfap_golden.py), served by bench/myogen_peer.py so that only its
+computation is timed; otherwise the in-repo NumPy reference (tests/sfap_reference.py),
+and the peer name says which. Peak RSS is measured for dz = 0.01 in fresh processes.
+On a GPU the kernelrt entries also carry the column kernel's time alone, its FP64 rate
+(2·Nt·Nz·Ne·Nf flops) and exp rate beside the device's peak.
+
+Run: ``kernelrt bench sfap`` (or ``python -m pytest bench/bench_sfap.py --benchmark-enable``);
+``python bench/bench_sfap.py`` prints ``run()``'s dict as JSON. Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = os.environ.get("KERNELRT_BENCH_QUICK", "") not in ("", "0")
+CASES = [(200, 25, 0.1)] + [(50, 25, dz) for dz in (0.5, 0.1, 0.05, 0.02, 0.01)]
+QUICK_CASES = [(200, 25, 0.1), (50, 25, 0.5)]
+MYOGEN_PYTHONS = [os.environ.get("KERNELRT_MYOGEN_PYTHON", ""), "/tmp/myogen312/bin/python"]
+# FP64 peak (no tensor cores), FLOP/s, by device-name substring; the first match wins.
+FP64_PEAK = [("H200", 34e12), ("H100 PCIe", 25.6e12), ("H100", 34e12), ("A100", 9.7e12),
+             ("V100", 7.8e12), ("RTX 3090", 0.556e12), ("RTX 4090", 1.29e12)]
+
+
+def case_name(nf: int, ne: int, dz: float) -> str:
+    return f"sfap-{nf}x{ne}-dz{dz:g}"
+
+
+def make_case(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0) -> dict:
+    """A motor unit drawn like the golden files' generator (tests/data/sfap/README.md)."""
+    rng = np.random.default_rng(seed)
+    r = 2 * np.sqrt(rng.uniform(size=nf))
+    th = rng.uniform(0, 2 * np.pi, nf)
+    xy = np.stack([r * np.cos(th), r * np.sin(th)], axis=1)
+    u = np.array([1.0, 0.25, 0.35]) / np.linalg.norm([1.0, 0.25, 0.35])
+    return {
+        "fibre_xy": xy,
+        "fibre_diameter": np.clip(rng.lognormal(np.log(0.05), 0.3, nf), 0.02, 0.08),
+        "fibre_cv": np.clip(rng.normal(4000, 300, nf), 2000, 6000),
+        "nmj_z": np.clip(length / 2 + rng.normal(0, 2, nf), 1, length - 1),
+        "fibre_ends": np.tile([0.0, length], (nf, 1)),
+        "nerve_paths": np.stack([rng.uniform(2, 15, nf), rng.uniform(0.5, 3, nf)], axis=1),
+        "branch_cv": np.array([5000.0, 2000.0]),
+        "electrodes": np.array([-(ne - 1) * 0.25 * u[0], -0.4, length / 2 - 1.5]) + 0.5 * np.arange(ne)[:, None] * u,
+        "dt": 1 / 10240,
+        "dz": dz,
+    }
+
+
+# -- peers ------------------------------------------------------------------------------
+
+
+class MyoGenPeer:
+    """MyoGen 0.12 in its own interpreter (bench/myogen_peer.py), one process for all cases."""
+
+    def __init__(self, python: str):
+        self.name = "myogen 0.12.0 calc_sfaps(use_gpu=False)"
+        self._tmp = tempfile.TemporaryDirectory()
+        self._proc = subprocess.Popen(
+            [python, str(REPO / "bench" / "myogen_peer.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, env=dict(os.environ, MYOGEN_DISABLE_GPU="1"),
+        )
+
+    def _ask(self, **cmd) -> dict:
+        self._proc.stdin.write(json.dumps(cmd) + "\n")
+        self._proc.stdin.flush()
+        reply = json.loads(self._proc.stdout.readline())
+        if not reply.get("ok"):
+            raise RuntimeError(f"myogen peer: {reply}")
+        return reply
+
+    def load(self, case: dict) -> None:
+        path = os.path.join(self._tmp.name, "case.npz")
+        np.savez(path, **case)
+        self._ask(load=path)
+
+    def run(self) -> float:
+        reply = self._ask(run=True)
+        self.last_cpu_s = reply["cpu_seconds"]
+        return reply["seconds"]
+
+    def result(self) -> dict:
+        path = os.path.join(self._tmp.name, "out.npz")
+        self._ask(save=path)
+        return dict(np.load(path))
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.stdin.write(json.dumps({"quit": True}) + "\n")
+            self._proc.stdin.flush()
+            self._proc.wait(timeout=30)
+        self._tmp.cleanup()
+
+
+class ReferencePeer:
+    """The in-repo NumPy reference, when MyoGen cannot be run here."""
+
+    name = "numpy reference (tests/sfap_reference.py; MyoGen not installed)"
+
+    def __init__(self):
+        sys.path.insert(0, str(REPO / "tests"))
+        from sfap_reference import reference_sfaps
+
+        self._fn = reference_sfaps
+        self._case = None
+        self._out = None
+
+    def load(self, case: dict) -> None:
+        self._case = case
+
+    def run(self) -> float:
+        t0, c0 = time.perf_counter(), time.process_time()
+        self._out = self._fn(**self._case)
+        self.last_cpu_s = time.process_time() - c0
+        return time.perf_counter() - t0
+
+    def result(self) -> dict:
+        return self._out
+
+    def close(self) -> None:
+        pass
+
+
+def open_peer(kind: str = "auto"):
+    """MyoGen when a working interpreter is found (or ``kind="myogen"``), else the reference."""
+    if kind in ("auto", "myogen"):
+        for python in filter(None, MYOGEN_PYTHONS):
+            if os.path.exists(python) and subprocess.run(
+                [python, "-c", "import myogen"], capture_output=True, timeout=120, check=False
+            ).returncode == 0:
+                return MyoGenPeer(python)
+        if kind == "myogen":
+            raise RuntimeError("no Python with myogen==0.12.0 found; set KERNELRT_MYOGEN_PYTHON")
+    return ReferencePeer()
+
+
+# -- measurements -------------------------------------------------------------------------
+
+
+_RSS_SCRIPT = """
+import resource, sys, numpy as np
+sys.path.insert(0, {bench!r})
+from bench_sfap import make_case
+import kernelrt
+from kernelrt.kernels.sfap import compute_sfaps
+compute_sfaps(**make_case({nf}, {ne}, {dz}), backend=kernelrt.get_backend({backend!r}))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def peak_rss_bytes(nf: int, ne: int, dz: float, backend: str = "auto") -> int:
+    """Peak resident memory of a fresh process that runs one ``compute_sfaps`` call."""
+    script = _RSS_SCRIPT.format(bench=str(REPO / "bench"), nf=nf, ne=ne, dz=dz, backend=backend)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=600)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
+def gpu_kernel_metrics(backend, case: dict, repeats: int = 5) -> dict:
+    """Column-kernel time alone on a CUDA backend, with its FP64 and exp rates."""
+    from kernelrt.kernels import sfap_run
+    from kernelrt.kernels.sfap_inputs import check_inputs
+    from kernelrt.kernels.sfap_prep import I_AHI, I_ALO, I_NZ, I_SIGMA, plan_fibres
+
+    plan = plan_fibres(**check_inputs(**case, min_radial_dist=None))
+    nf, nt = plan.vt.shape
+    ze = case["electrodes"][:, 2].copy()
+    ne = ze.shape[0]
+    batch = sfap_run.upload_batch(backend, plan, 0, nf)
+    h = backend.allocate((nf, plan.nz_max, ne), np.float64)
+    raw = backend.zeros((nt, ne, nf), np.float64)
+    sfap_run.launch_response(backend, batch, backend.to_device(ze), h)
+    sfap_run.launch_columns(backend, batch, h, raw)  # compile or load, and warm up
+    times = []
+    for _ in range(repeats):
+        start, end = backend.event(), backend.event()
+        start.record()
+        sfap_run.launch_columns(backend, batch, h, raw)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    seconds = statistics.median(times)
+    flops = 2.0 * nt * float(plan.ipar[:, I_NZ].sum()) * ne
+    exps = 0  # the exps the model needs: rows of A (and the extra row) behind the wave front
+    for f in range(nf):
+        rho = plan.z[f, plan.ipar[f, I_ALO] : plan.ipar[f, I_AHI] + 2] - plan.fpar[f, 0]
+        sr = np.sort(rho * plan.ipar[f, I_SIGMA])
+        exps += int(np.searchsorted(sr, plan.vt[f], side="left").sum())
+    name = backend.device_name
+    peak = next((p for key, p in FP64_PEAK if key in name), None)
+    return {"kernel_s": seconds, "fp64_flops": flops / seconds, "fp64_peak_flops": peak,
+            "fp64_fraction_of_peak": (flops / seconds / peak) if peak else None,
+            "exps_needed": exps, "exp_per_s": exps / seconds}
+
+
+def _time(fn, rounds: int) -> tuple[list[float], list[float]]:
+    """Wall and process-CPU seconds of ``rounds`` calls (CPU time is the better measure
+    on a shared machine, where the wall clock also counts other tenants' work)."""
+    wall, cpu = [], []
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return wall, cpu
+
+
+def run(quick: bool = QUICK, backend=None, peer: str = "auto", rss: bool = True) -> dict:
+    """Every case once against the peer; a plain dict for the CLI (no pytest needed)."""
+    from kernelrt.kernels.sfap import compute_sfaps
+
+    import kernelrt
+
+    backend = kernelrt.get_backend("auto") if backend is None else backend
+    the_peer = open_peer(peer)
+    rows = []
+    try:
+        for nf, ne, dz in QUICK_CASES if quick else CASES:
+            case = make_case(nf, ne, dz)
+            compute_sfaps(**case, backend=backend)  # compile or load the kernels first
+            ours, ours_cpu = _time(lambda case=case: compute_sfaps(**case, backend=backend), 3)
+            the_peer.load(case)
+            theirs, theirs_cpu = [], []
+            for _ in range(1 if dz <= 0.02 or quick else 2):
+                theirs.append(the_peer.run())
+                theirs_cpu.append(the_peer.last_cpu_s)
+            row = {"case": case_name(nf, ne, dz), "kernelrt_s": min(ours), "peer_s": min(theirs),
+                   "ratio": min(theirs) / min(ours), "kernelrt_cpu_s": min(ours_cpu),
+                   "peer_cpu_s": min(theirs_cpu), "cpu_ratio": min(theirs_cpu) / min(ours_cpu)}
+            if backend.name == "cuda":
+                row.update(gpu_kernel_metrics(backend, case))
+            rows.append(row)
+    finally:
+        the_peer.close()
+    result = {"peer": the_peer.name, "backend": backend.name, "device": backend.device_name, "cases": rows}
+    if rss and not quick:
+        result["peak_rss_bytes"] = {"kernelrt 50x25 dz=0.01": peak_rss_bytes(50, 25, 0.01, backend.name)}
+    return result
+
+
+# -- pytest-benchmark suite -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def peer():
+    p = open_peer()
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def backend():
+    import kernelrt
+
+    return kernelrt.get_backend("auto")
+
+
+def _cases():
+    return [pytest.param(c, id=case_name(*c)) for c in (QUICK_CASES if QUICK else CASES)]
+
+
+@pytest.mark.parametrize("shape", _cases())
+def test_sfap_kernelrt(benchmark, backend, shape):
+    from benchlib import tag
+    from kernelrt.kernels.sfap import compute_sfaps
+
+    nf, ne, dz = shape
+    case = make_case(nf, ne, dz)
+    compute_sfaps(**case, backend=backend)  # compile or load the kernels first
+    info = {"figure": "sfap", "x": dz, "x_label": "dz (mm)", "fibres": nf, "electrodes": ne,
+            "backend": backend.name, "device": backend.device_name}
+    if dz == 0.01 and not QUICK:
+        info["peak_rss_bytes"] = peak_rss_bytes(nf, ne, dz, backend.name)
+    if backend.name == "cuda":
+        info.update(gpu_kernel_metrics(backend, case))
+    info["cpu_s"] = min(_time(lambda: compute_sfaps(**case, backend=backend), 2)[1])
+    tag(benchmark, case_name(nf, ne, dz), "kernelrt", **info)
+    benchmark.pedantic(lambda: compute_sfaps(**case, backend=backend), rounds=3 if QUICK else 5, iterations=1)
+
+
+@pytest.mark.parametrize("shape", _cases())
+def test_sfap_peer(benchmark, peer, shape):
+    from benchlib import tag
+
+    nf, ne, dz = shape
+    case = make_case(nf, ne, dz)
+    peer.load(case)
+    tag(benchmark, case_name(nf, ne, dz), "peer", peer=peer.name, figure="sfap", x=dz, x_label="dz (mm)")
+    rounds = 1 if (QUICK or dz <= 0.02) else 2
+    benchmark.pedantic(peer.run, rounds=rounds, iterations=1)
+    benchmark.extra_info["cpu_s"] = peer.last_cpu_s
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2))

@@ -1,0 +1,131 @@
+"""MyoGen's intramuscular single-fibre action potentials (SFAPs) on kernelrt backends.
+
+``compute_sfaps`` reproduces MyoGen 0.12 ``MotorUnitSim.calc_sfaps`` (and
+``calc_muap(jitter_std=0)``) for one motor unit to about 1e-14 channel-relative error
+(specs/SFAP.md): host preparation that is bit-exact in float64 (sfap_prep.py), the fused
+current-density contraction (sfap_kernels.py) and the NMJ delay (sfap_delay.py).
+
+Work is split into batches of fibres so that the per-fibre buffers (the electrode
+responses h, Nz x Ne doubles per fibre) fit in the free device memory (``fit_batch``,
+asked before anything is allocated) and, on the CPU, in ``HOST_BUDGET_BYTES`` of RAM.
+The result does not depend on the batch size: every output sample is one sum in a
+fixed row order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import kernelrt
+
+from .sfap_inputs import check_inputs
+from .sfap_prep import plan_fibres
+
+__all__ = ["HOST_BUDGET_BYTES", "SfapResult", "compute_sfaps", "warm_specs"]
+
+HOST_BUDGET_BYTES = 1 << 30  # at most this much RAM for per-fibre buffers on the CPU
+
+_SIG_RESPONSE = "float64[:, ::1], float64[:, ::1], float64[::1], int64[::1], float64[:, :, ::1]"
+# On the CPU the response kernel writes through a transposed view (sfap_run.launch_response).
+_SIG_RESPONSE_CPU = "float64[:, ::1], float64[:, ::1], float64[::1], int64[::1], float64[:, :, :]"
+_SIG_COLUMNS = (
+    "float64[:, ::1], float64[:, ::1], float64[:, :, ::1], int64[:, ::1], float64[:, ::1], "
+    "int64[:, :, ::1], float64[:, :, ::1], int64"
+)
+_SIG_DELAY = "float64[:, :, ::1], float64[:, ::1], int64[::1], float64[:, :, ::1]"
+_SIG_MUAP = "float64[:, :, ::1], float64[:, ::1]"
+
+
+@dataclass(frozen=True)
+class SfapResult:
+    """SFAPs of one motor unit.
+
+    Attributes:
+        t: (Nt,) time grid in s, t_k = k·dt (always a numpy array).
+        sfaps_raw: (Nt, Ne, Nf) SFAPs before the NMJ delay (fibre index fastest).
+        sfaps: (Nt, Ne, Nf) SFAPs after the NMJ delay (MyoGen's ``MotorUnitSim.sfaps``).
+        muap: (Nt, Ne) sum of ``sfaps`` over fibres (``calc_muap(jitter_std=0)``).
+        backend: name of the backend that computed them ("cpu" or "cuda").
+    """
+
+    t: np.ndarray
+    sfaps_raw: object
+    sfaps: object
+    muap: object
+    backend: str
+
+
+def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_paths, branch_cv,
+                  electrodes, dt, dz, min_radial_dist=None, backend=None, keep_on_device=False) -> SfapResult:
+    """SFAPs and MUAP of one motor unit (MyoGen 0.12 ``calc_sfaps(use_gpu=False)`` semantics).
+
+    Units are mm, s and mm/s throughout.
+
+    Args:
+        fibre_xy: (Nf, 2) fibre axis positions (x, y); fibres run parallel to z.
+        fibre_diameter: (Nf,) fibre diameters, > 0.
+        fibre_cv: (Nf,) muscle-fibre conduction velocities, > 0.
+        nmj_z: (Nf,) end-plate (NMJ) z positions, within the fibre's ends.
+        fibre_ends: (Nf, 2) left and right tendon z positions, left < right.
+        nerve_paths: (Nf, 2) nerve-branch path lengths (p1, p2), >= 0.
+        branch_cv: (2,) nerve-branch conduction velocities (c1, c2), > 0.
+        electrodes: (Ne, 3) point-electrode positions.
+        dt: time step, > 0 (1 / sampling rate).
+        dz: spatial step along the fibres, > 0 and below the shortest fibre.
+        min_radial_dist: radial distances below it are raised to it; None means the mean
+            fibre diameter (MyoGen's default).
+        backend: a kernelrt backend, or "auto" / "cuda" / "cpu" for ``kernelrt.get_backend``;
+            None means "auto" (CUDA if available, else the CPU).
+        keep_on_device: on a CUDA backend, return device arrays instead of numpy arrays.
+
+    Returns:
+        An SfapResult with ``t``, ``sfaps_raw``, ``sfaps`` and ``muap`` (float64).
+
+    Raises:
+        TypeError, ValueError: an input is malformed (the message names it).
+        kernelrt.DeviceMemoryError: not even one fibre's buffers fit in free memory.
+    """
+    inputs = check_inputs(
+        fibre_xy=fibre_xy, fibre_diameter=fibre_diameter, fibre_cv=fibre_cv, nmj_z=nmj_z,
+        fibre_ends=fibre_ends, nerve_paths=nerve_paths, branch_cv=branch_cv, electrodes=electrodes,
+        dt=dt, dz=dz, min_radial_dist=min_radial_dist,
+    )
+    backend = _backend_of(backend)
+    plan = plan_fibres(**inputs)
+    from .sfap_run import run_plan  # numba is imported only when work is done
+
+    raw, sfaps, muap = run_plan(backend, plan, inputs["electrodes"][:, 2].copy())
+    if backend.name != "cpu" and not keep_on_device:
+        raw, sfaps, muap = backend.to_host(raw), backend.to_host(sfaps), backend.to_host(muap)
+    return SfapResult(t=plan.t, sfaps_raw=raw, sfaps=sfaps, muap=muap, backend=backend.name)
+
+
+def _backend_of(backend):
+    if backend is None:
+        return kernelrt.get_backend("auto")
+    if isinstance(backend, str):
+        return kernelrt.get_backend(backend)
+    if not isinstance(backend, kernelrt.Backend):
+        raise TypeError(
+            f"backend must be a kernelrt backend, 'auto', 'cuda', 'cpu' or None (got {type(backend).__name__})"
+        )
+    return backend
+
+
+def warm_specs() -> dict:
+    """Every kernel ``compute_sfaps`` launches, with the signature it uses, per backend.
+
+    Returns:
+        ``{"cpu": [(kernel, signature), ...], "cuda": [...]}`` for ``kernelrt cache warm``.
+        On the CPU the delay and the MUAP run in NumPy, so only two kernels are listed.
+    """
+    from .sfap_delay import sfap_delay, sfap_muap
+    from .sfap_kernels import sfap_columns, sfap_response
+
+    return {
+        "cpu": [(sfap_response, _SIG_RESPONSE_CPU), (sfap_columns, _SIG_COLUMNS)],
+        "cuda": [(sfap_response, _SIG_RESPONSE), (sfap_columns, _SIG_COLUMNS), (sfap_delay, _SIG_DELAY),
+                 (sfap_muap, _SIG_MUAP)],
+    }
