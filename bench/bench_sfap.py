@@ -273,6 +273,13 @@ def backend():
     return kernelrt.get_backend("auto")
 
 
+def _figure(nf: int, ne: int, dz: float) -> dict:
+    """Plot the dz sweep (one fibre count) as time and speedup against dz."""
+    if nf != 50:
+        return {}
+    return {"figure": f"sfap-{nf}x{ne}", "x": dz, "x_label": "dz (mm): finer to the left"}
+
+
 def _cases():
     return [pytest.param(c, id=case_name(*c)) for c in (QUICK_CASES if QUICK else CASES)]
 
@@ -285,7 +292,7 @@ def test_sfap_kernelrt(benchmark, backend, shape):
     nf, ne, dz = shape
     case = make_case(nf, ne, dz)
     compute_sfaps(**case, backend=backend)  # compile or load the kernels first
-    info = {"figure": "sfap", "x": dz, "x_label": "dz (mm)", "fibres": nf, "electrodes": ne,
+    info = {**_figure(nf, ne, dz), "fibres": nf, "electrodes": ne,
             "backend": backend.name, "device": backend.device_name}
     if dz == 0.01 and not QUICK:
         info["peak_rss_bytes"] = peak_rss_bytes(nf, ne, dz, backend.name)
@@ -303,7 +310,7 @@ def test_sfap_peer(benchmark, peer, shape):
     nf, ne, dz = shape
     case = make_case(nf, ne, dz)
     peer.load(case)
-    tag(benchmark, case_name(nf, ne, dz), "peer", peer=peer.name, figure="sfap", x=dz, x_label="dz (mm)")
+    tag(benchmark, case_name(nf, ne, dz), "peer", peer=peer.name, **_figure(nf, ne, dz))
     rounds = 1 if (QUICK or dz <= 0.02) else 2
     benchmark.pedantic(peer.run, rounds=rounds, iterations=1)
     benchmark.extra_info["cpu_s"] = peer.last_cpu_s
