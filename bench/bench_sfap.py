@@ -47,23 +47,9 @@ def case_name(nf: int, ne: int, dz: float) -> str:
 
 def make_case(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0) -> dict:
     """A motor unit drawn like the golden files' generator (tests/data/sfap/README.md)."""
-    rng = np.random.default_rng(seed)
-    r = 2 * np.sqrt(rng.uniform(size=nf))
-    th = rng.uniform(0, 2 * np.pi, nf)
-    xy = np.stack([r * np.cos(th), r * np.sin(th)], axis=1)
-    u = np.array([1.0, 0.25, 0.35]) / np.linalg.norm([1.0, 0.25, 0.35])
-    return {
-        "fibre_xy": xy,
-        "fibre_diameter": np.clip(rng.lognormal(np.log(0.05), 0.3, nf), 0.02, 0.08),
-        "fibre_cv": np.clip(rng.normal(4000, 300, nf), 2000, 6000),
-        "nmj_z": np.clip(length / 2 + rng.normal(0, 2, nf), 1, length - 1),
-        "fibre_ends": np.tile([0.0, length], (nf, 1)),
-        "nerve_paths": np.stack([rng.uniform(2, 15, nf), rng.uniform(0.5, 3, nf)], axis=1),
-        "branch_cv": np.array([5000.0, 2000.0]),
-        "electrodes": np.array([-(ne - 1) * 0.25 * u[0], -0.4, length / 2 - 1.5]) + 0.5 * np.arange(ne)[:, None] * u,
-        "dt": 1 / 10240,
-        "dz": dz,
-    }
+    from kernelrt.kernels.sfap_reference import synthetic_motor_unit
+
+    return synthetic_motor_unit(nf, ne, dz, seed, length)
 
 
 # -- peers ------------------------------------------------------------------------------
@@ -118,7 +104,7 @@ class ReferencePeer:
 
     def __init__(self):
         sys.path.insert(0, str(REPO / "tests"))
-        from sfap_reference import reference_sfaps
+        from kernelrt.kernels.sfap_reference import reference_sfaps
 
         self._fn = reference_sfaps
         self._case = None

@@ -20,7 +20,7 @@ from kernelrt.kernels.sfap_delay import (
     sfap_muap,
 )
 from kernelrt.kernels.sfap_inputs import check_inputs
-from sfap_reference import (
+from kernelrt.kernels.sfap_reference import (
     channel_error,
     current_density,
     fibre_grid,

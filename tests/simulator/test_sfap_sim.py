@@ -14,7 +14,7 @@ import pytest
 from kernelrt.kernels import sfap_prep, sfap_run
 from kernelrt.kernels.sfap import compute_sfaps
 from kernelrt.kernels.sfap_inputs import check_inputs
-from sfap_reference import channel_error, reference_sfaps
+from kernelrt.kernels.sfap_reference import channel_error, reference_sfaps
 from testlib import DATA
 
 from kernelrt.arguments import is_device_array

@@ -5,7 +5,11 @@ Written straight from the specification and on purpose independent of
 where the kernels use the explicit §3 formula), evaluates the dense current density
 for every row, mirrors with ``np.roll`` plus a literal ``shift_padding``, contracts with
 a BLAS matrix product and delays with a full complex FFT. It is slow (Nt x Nz dense
-per fibre) and meant for tests at sizes the golden files do not cover.
+per fibre): the tests use it at sizes the golden files do not cover, and ``kernelrt
+demo`` and the benchmarks use it as the in-repo NumPy reference.
+
+``synthetic_motor_unit`` draws a realistic motor unit the way the golden files'
+generator does (tests/data/sfap/README.md).
 """
 
 from __future__ import annotations
@@ -150,3 +154,29 @@ def channel_error(y, ref):
     with np.errstate(invalid="ignore", divide="ignore"):
         rel = np.where(peak > 0, err / np.where(peak > 0, peak, 1), np.where(err > 0, np.inf, 0.0))
     return float(np.max(rel)) if rel.size else 0.0
+
+
+def synthetic_motor_unit(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0) -> dict:
+    """``compute_sfaps`` keyword arguments for a motor unit like the golden files' generator.
+
+    Fibres in a disc of radius 2 mm, MyoGen's lognormal diameters, CV ~ N(4000, 300)
+    mm/s, NMJs near mid-muscle, a linear needle-like array of ``ne`` electrodes at
+    0.5 mm pitch; fs = 10240 Hz; muscle ``length`` mm.
+    """
+    rng = np.random.default_rng(seed)
+    r = 2 * np.sqrt(rng.uniform(size=nf))
+    th = rng.uniform(0, 2 * np.pi, nf)
+    xy = np.stack([r * np.cos(th), r * np.sin(th)], axis=1)
+    u = np.array([1.0, 0.25, 0.35]) / np.linalg.norm([1.0, 0.25, 0.35])
+    return {
+        "fibre_xy": xy,
+        "fibre_diameter": np.clip(rng.lognormal(np.log(0.05), 0.3, nf), 0.02, 0.08),
+        "fibre_cv": np.clip(rng.normal(4000, 300, nf), 2000, 6000),
+        "nmj_z": np.clip(length / 2 + rng.normal(0, 2, nf), 1, length - 1),
+        "fibre_ends": np.tile([0.0, length], (nf, 1)),
+        "nerve_paths": np.stack([rng.uniform(2, 15, nf), rng.uniform(0.5, 3, nf)], axis=1),
+        "branch_cv": np.array([5000.0, 2000.0]),
+        "electrodes": np.array([-(ne - 1) * 0.25 * u[0], -0.4, length / 2 - 1.5]) + 0.5 * np.arange(ne)[:, None] * u,
+        "dt": 1 / 10240,
+        "dz": dz,
+    }
