@@ -1,0 +1,72 @@
+"""Cotangent Laplacian (SpectralBrain 0.1.0 conventions) as kernelrt kernels.
+
+Public API of the kernel family; the work lives in the ``laplacian_*`` modules:
+
+==========================  ===========================================================
+``laplacian_inputs``        validation, dtypes, ``DegenerateMeshWarning``
+``laplacian_pattern``       topology-only CSR pattern and tables (numba, host)
+``laplacian_assembly``      value kernels: deterministic per-row, atomic per-face
+``laplacian_topology``      ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``
+``laplacian_batching``      cohorts on a GPU within free memory
+``laplacian_buffers``       recycling of large host outputs across assemblies
+``laplacian_spmv``          ``L @ x`` and fused explicit heat steps
+``laplacian_spectral``      eigenpairs, HKS, WKS and their default grids
+``laplacian_meshes``        icospheres (golden-exact) and jittered icospheres
+==========================  ===========================================================
+
+Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
+``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped
+barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning.
+"""
+
+from __future__ import annotations
+
+from .laplacian_assembly import assembly_kernels
+from .laplacian_inputs import DegenerateMeshWarning
+from .laplacian_meshes import icosphere, mean_edge_length, noisy_icosphere
+from .laplacian_pattern import pattern_kernels
+from .laplacian_spectral import eigenpairs, hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
+from .laplacian_spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels
+from .laplacian_topology import DeviceCSR, MeshTopology, cotan_laplacian
+
+__all__ = [
+    "MeshTopology",
+    "DeviceCSR",
+    "cotan_laplacian",
+    "DegenerateMeshWarning",
+    "LaplacianOperator",
+    "laplacian_matvec",
+    "heat_steps",
+    "eigenpairs",
+    "hks",
+    "wks",
+    "hks_times",
+    "wks_params",
+    "shared_hks_times",
+    "hks_batch",
+    "icosphere",
+    "noisy_icosphere",
+    "mean_edge_length",
+    "warm_specs",
+]
+
+
+def warm_specs(index_dtypes=("int32",)) -> dict:
+    """Every kernel the Laplacian drivers launch, with the signatures they launch it with.
+
+    Args:
+        index_dtypes: index widths to include: "int32" (all meshes with N + 6F < 2³¹)
+            and/or "int64" (larger ones).
+
+    Returns:
+        ``{"cpu": [(kernel, signature), ...], "cuda": [...]}`` for ``kernelrt cache warm``.
+    """
+    specs: dict[str, list] = {"cpu": [], "cuda": []}
+    for itype in index_dtypes:
+        if itype not in ("int32", "int64"):
+            raise ValueError(f"index_dtypes entries must be 'int32' or 'int64' (got {itype!r})")
+        assembly = assembly_kernels(itype)
+        specs["cpu"] += pattern_kernels(itype) + assembly["cpu"] + spmv_kernels(itype)
+        specs["cuda"] += assembly["cuda"] + spmv_kernels(itype)
+    # kernels whose signature does not depend on the index width appear once
+    return {target: list(dict.fromkeys(entries)) for target, entries in specs.items()}

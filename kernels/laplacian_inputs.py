@@ -1,0 +1,147 @@
+"""Input checks for the cotangent-Laplacian library, run before any work is done.
+
+Owns: the rules for what a vertex array and a face array may be, the conversion to
+the exact dtypes and layouts the kernels are compiled for, and the warning category
+for meshes that are usable but suspicious (degenerate faces, isolated vertices).
+
+Errors are ``TypeError`` (wrong kind of array) or ``ValueError`` (wrong shape or
+content), with lowercase messages that name the argument and show what was given.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "DegenerateMeshWarning",
+    "check_vertices",
+    "check_device_vertices",
+    "check_vertex_batch",
+    "check_faces",
+    "index_dtype_for",
+]
+
+INT32_MAX = np.iinfo(np.int32).max
+
+
+class DegenerateMeshWarning(UserWarning):
+    """Degenerate faces were dropped, or vertices belong to no kept face."""
+
+
+def _as_real_array(a, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(a)
+    except Exception as e:  # ragged lists and the like
+        raise TypeError(f"{name} must be an array of numbers (got {type(a).__name__}: {e})") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers (got dtype {arr.dtype})")
+    return arr
+
+
+def check_vertices(vertices, name: str = "vertices") -> np.ndarray:
+    """``vertices`` as a writeable C-contiguous float64 (N, 3) array, N >= 1, all finite."""
+    v = _as_real_array(vertices, name)
+    if v.dtype.kind == "b":
+        raise TypeError(f"{name} must hold real numbers (got dtype bool)")
+    if v.ndim != 2 or v.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (N, 3) (got shape {v.shape})")
+    if v.shape[0] == 0:
+        raise ValueError(f"{name} must not be empty (got shape {v.shape})")
+    # The kernels are compiled for writeable C-ordered float64: anything else is copied
+    # once here, so a read-only or strided input never triggers a second compilation.
+    v = np.require(v, np.float64, ["C", "W"])
+    if not np.isfinite(v).all():
+        bad = int(np.count_nonzero(~np.isfinite(v).all(axis=1)))
+        raise ValueError(f"{name} must be finite ({bad} vertices have NaN or inf coordinates)")
+    return v
+
+
+def check_vertex_batch(vertices, n_vertices: int, name: str = "vertices") -> np.ndarray:
+    """A cohort's vertices as a C-contiguous float64 (S, N, 3) array with N = ``n_vertices``."""
+    v = _as_real_array(vertices, name)
+    if v.dtype.kind == "b":
+        raise TypeError(f"{name} must hold real numbers (got dtype bool)")
+    if v.ndim != 3 or v.shape[2] != 3:
+        raise ValueError(f"{name} must have shape (S, N, 3) for S subjects (got shape {v.shape})")
+    if v.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one subject (got shape {v.shape})")
+    if v.shape[1] != n_vertices:
+        raise ValueError(
+            f"{name} must have the topology's {n_vertices} vertices per subject (got shape {v.shape})"
+        )
+    v = np.require(v, np.float64, ["C", "W"])
+    finite = np.isfinite(v).all(axis=2)
+    if not finite.all():
+        subj = np.flatnonzero(~finite.all(axis=1))
+        raise ValueError(
+            f"{name} must be finite (subjects {subj[:5].tolist()}{'...' if subj.size > 5 else ''} "
+            f"have NaN or inf coordinates)"
+        )
+    return v
+
+
+def check_device_vertices(vertices, n_vertices: int, *, batch: bool, name: str = "vertices"):
+    """A CUDA device array of vertices, checked for dtype, shape and layout (not values).
+
+    Returns it unchanged: (S, N, 3) when ``batch``, else (N, 3). Checking finiteness would
+    cost a device reduction and a sync; non-finite corners make their faces fail the
+    degeneracy test instead, so they are dropped (and reported) rather than giving NaN.
+    """
+    shape = tuple(vertices.shape)
+    want = f"(S, {n_vertices}, 3)" if batch else f"({n_vertices}, 3)"
+    if np.dtype(vertices.dtype) != np.float64:
+        raise TypeError(f"{name} on the device must be float64 (got {np.dtype(vertices.dtype)})")
+    if shape != ((shape[0],) if batch else ()) + (n_vertices, 3) or (batch and shape[0] == 0):
+        raise ValueError(f"{name} must have shape {want} (got shape {shape})")
+    if not _c_contiguous(vertices):
+        raise ValueError(f"{name} on the device must be C-contiguous (got strides {tuple(vertices.strides)})")
+    return vertices
+
+
+def _c_contiguous(a) -> bool:
+    flags = getattr(a, "flags", None)
+    if flags is not None:
+        try:
+            return bool(flags["C_CONTIGUOUS"])
+        except (KeyError, TypeError):
+            return bool(getattr(flags, "c_contiguous", False))
+    return bool(getattr(a, "is_c_contiguous", lambda: False)())
+
+
+def index_dtype_for(n_vertices: int, n_faces: int) -> np.dtype:
+    """int32 when every index the pattern stores fits, else int64.
+
+    The largest stored integers are 3F (packed face corners), N and nnz <= N + 6F.
+    """
+    if n_vertices + 6 * n_faces < INT32_MAX:
+        return np.dtype(np.int32)
+    return np.dtype(np.int64)
+
+
+def check_faces(faces, n_vertices, name: str = "faces") -> np.ndarray:
+    """``faces`` as a C-contiguous (F, 3) integer array with entries in [0, n_vertices).
+
+    The result has the pattern's index dtype (``index_dtype_for``) and is a private
+    copy, so later edits to the caller's array cannot corrupt a built topology.
+    """
+    if isinstance(n_vertices, bool) or not isinstance(n_vertices, (int, np.integer)):
+        raise TypeError(f"n_vertices must be an int (got {type(n_vertices).__name__}: {n_vertices!r})")
+    n_vertices = int(n_vertices)
+    if n_vertices < 1:
+        raise ValueError(f"n_vertices must be >= 1 (got {n_vertices})")
+    f = _as_real_array(faces, name)
+    if f.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers (got dtype {f.dtype}); convert with .astype(int)")
+    if f.ndim != 2 or f.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (F, 3) of triangles (got shape {f.shape})")
+    if f.shape[0] == 0:
+        raise ValueError(f"{name} must not be empty (got shape {f.shape})")
+    lo, hi = int(f.min()), int(f.max())
+    if lo < 0 or hi >= n_vertices:
+        bad = lo if lo < 0 else hi
+        raise ValueError(
+            f"{name} must index vertices in [0, {n_vertices}) (got index {bad}); "
+            f"faces are 0-based and negative indices are not allowed"
+        )
+    dtype = index_dtype_for(n_vertices, f.shape[0])
+    return np.array(f, dtype=dtype, order="C", copy=True)

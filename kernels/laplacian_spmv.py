@@ -1,0 +1,274 @@
+"""Sparse products with the Laplacian and fused explicit heat steps.
+
+Owns ``Y = L X`` for a vector or a row-major block of k vectors, and the explicit heat
+step ``U <- U - tau * M^-1 (L U)`` fused into one pass (spec 3b), on either backend.
+Vectors use 1-D kernels (one thread per row). Blocks use a 2-D (column, row) index on
+the GPU, so a warp reads consecutive columns of X when k >= 32; their CPU twins run
+each row as axpys over the k columns, which vectorise.
+
+Each output element is one thread's sum over its row in column order, so results are
+deterministic and equal on every launch geometry.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+from numba import cuda
+
+import kernelrt
+
+from .laplacian_backend import BLOCK, blocks, resolve_backend
+
+__all__ = [
+    "csr_matvec",
+    "csr_matmat",
+    "heat_step",
+    "heat_step_block",
+    "LaplacianOperator",
+    "laplacian_matvec",
+    "heat_steps",
+    "spmv_kernels",
+]
+
+
+@kernelrt.kernel
+def csr_matvec(r, data, indices, indptr, x, y):
+    if r < y.shape[0]:
+        acc = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            acc += data[s] * x[indices[s]]
+        y[r] = acc
+
+
+@kernelrt.kernel
+def heat_step(r, data, indices, indptr, mass, tau, u, out):
+    if r < out.shape[0]:
+        acc = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            acc += data[s] * u[indices[s]]
+        out[r] = u[r] - tau * (acc / mass[r])
+
+
+@kernelrt.cuda_kernel
+def csr_matmat(data, indices, indptr, X, Y):
+    q, r = cuda.grid(2)
+    if r < Y.shape[0] and q < Y.shape[1]:
+        acc = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            acc += data[s] * X[indices[s], q]
+        Y[r, q] = acc
+
+
+@csr_matmat.cpu
+def _csr_matmat_cpu(grid, block, data, indices, indptr, X, Y):
+    # Row-wise axpys vectorise over the k columns; each Y[r, q] is still summed over s in
+    # the same order as on the GPU, so both give the same bits.
+    k = Y.shape[1]
+    for r in numba.prange(Y.shape[0]):
+        for q in range(k):
+            Y[r, q] = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            v = data[s]
+            c = indices[s]
+            for q in range(k):
+                Y[r, q] += v * X[c, q]
+
+
+@kernelrt.cuda_kernel
+def heat_step_block(data, indices, indptr, mass, tau, U, out):
+    q, r = cuda.grid(2)
+    if r < out.shape[0] and q < out.shape[1]:
+        acc = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            acc += data[s] * U[indices[s], q]
+        out[r, q] = U[r, q] - tau * (acc / mass[r])
+
+
+@heat_step_block.cpu
+def _heat_step_block_cpu(grid, block, data, indices, indptr, mass, tau, U, out):
+    k = out.shape[1]
+    for r in numba.prange(out.shape[0]):
+        for q in range(k):
+            out[r, q] = 0.0
+        for s in range(indptr[r], indptr[r + 1]):
+            v = data[s]
+            c = indices[s]
+            for q in range(k):
+                out[r, q] += v * U[c, q]
+        for q in range(k):
+            out[r, q] = U[r, q] - tau * (out[r, q] / mass[r])
+
+
+def _geometry(n_rows: int, k: int):
+    """(grid, block) for the 2-D (column, row) index space, 128 threads per block."""
+    bx = 1
+    while bx < k and bx < 32:
+        bx *= 2
+    by = 128 // bx
+    return (blocks(k, bx), blocks(n_rows, by)), (bx, by)
+
+
+def _csr_parts(L):
+    """(data, indices, indptr, shape) of a scipy / cupyx / DeviceCSR matrix, not copied if possible."""
+    if sp.issparse(L):
+        L = L.tocsr() if L.format != "csr" else L
+        if not L.has_canonical_format:
+            L = L.copy()
+            L.sum_duplicates()
+        return L.data, L.indices, L.indptr, L.shape
+    if all(hasattr(L, a) for a in ("data", "indices", "indptr", "shape")):
+        return L.data, L.indices, L.indptr, tuple(L.shape)
+    raise TypeError(f"L must be a sparse matrix (scipy, cupyx or DeviceCSR) (got {type(L).__name__})")
+
+
+def _to_host(a) -> np.ndarray:
+    """A numpy view or copy of a numpy, CuPy or numba device array."""
+    if isinstance(a, np.ndarray):
+        return a
+    if hasattr(a, "get"):  # CuPy
+        return a.get()
+    if hasattr(a, "copy_to_host"):
+        return a.copy_to_host()
+    return np.asarray(a)
+
+
+class LaplacianOperator:
+    """L (and optionally m) prepared once on a backend for repeated products and heat steps.
+
+    Index arrays are kept as *unsigned* views of the CSR's int32/int64 arrays: indexing
+    with unsigned integers spares numba the negative-index fix-up on every gather,
+    which makes the CPU product ~2x faster (measured at 655k rows).
+
+    Args:
+        L: (N, N) sparse matrix: scipy (any format), cupyx CSR, or ``DeviceCSR``.
+        m: optional (N,) lumped mass, needed by ``heat_steps``.
+        backend: kernelrt backend, kind string, or None (auto).
+    """
+
+    def __init__(self, L, m=None, backend=None):
+        self.backend = be = resolve_backend(backend)
+        data, indices, indptr, shape = _csr_parts(L)
+        if len(shape) != 2 or shape[0] != shape[1]:
+            raise ValueError(f"L must be a square matrix (got shape {tuple(shape)})")
+        self.shape = (int(shape[0]), int(shape[1]))
+        if be.name == "cuda" and be.is_device_array(data):
+            itype = np.dtype(indptr.dtype)
+            parts = (data, indices, indptr)
+        else:
+            data, indices, indptr = (_to_host(a) for a in (data, indices, indptr))
+            wide = max(int(indptr[-1]), self.shape[0]) >= 2**31 - 1
+            itype = np.dtype(np.int64 if wide else np.int32)
+            parts = (
+                np.require(data, np.float64, ["C", "W"]),
+                np.require(indices, itype, ["C", "W"]),
+                np.require(indptr, itype, ["C", "W"]),
+            )
+            if be.name != "cpu":
+                parts = tuple(be.to_device(a) for a in parts)
+        utype = np.uint64 if itype.itemsize == 8 else np.uint32
+        self.data = parts[0]
+        self.indices = parts[1].view(utype)
+        self.indptr = parts[2].view(utype)
+        self.mass = None
+        if m is not None:
+            if tuple(m.shape) != (self.shape[0],):
+                raise ValueError(f"m must have shape ({self.shape[0]},) (got {tuple(m.shape)})")
+            self.mass = self._on_backend(m)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    def _on_backend(self, a):
+        """float64 C-contiguous array on the backend (CUDA device arrays are used as given)."""
+        be = self.backend
+        if be.name == "cuda" and be.is_device_array(a):
+            return a
+        host = np.require(_to_host(a), np.float64, ["C", "W"])
+        return host if be.name == "cpu" else be.to_device(host)
+
+    def _operand(self, x, name):
+        """(x on the backend, whether x came from the host)."""
+        be = self.backend
+        on_host = not (be.name == "cuda" and be.is_device_array(x))
+        if on_host:
+            x = np.require(_to_host(x), np.float64, ["C", "W"])
+        if x.ndim not in (1, 2) or x.shape[0] != self.shape[1]:
+            raise ValueError(
+                f"{name} must have shape ({self.shape[1]},) or ({self.shape[1]}, k) (got {tuple(x.shape)})"
+            )
+        if on_host and be.name != "cpu":
+            x = be.to_device(x)
+        return x, on_host
+
+    def _result(self, y, on_host):
+        return self.backend.to_host(y) if on_host and self.backend.name != "cpu" else y
+
+    def matvec(self, x):
+        """``L @ x`` for x of shape (N,) or (N, k); a host x gives a host result."""
+        x, on_host = self._operand(x, "x")
+        be = self.backend
+        y = be.allocate((self.shape[0],) + tuple(x.shape[1:]), np.float64)
+        if x.ndim == 1:
+            be.launch_kernel(csr_matvec, blocks(self.shape[0]), BLOCK, self.data, self.indices, self.indptr, x, y)
+        else:
+            grid, block = _geometry(self.shape[0], x.shape[1])
+            be.launch_kernel(csr_matmat, grid, block, self.data, self.indices, self.indptr, x, y)
+        return self._result(y, on_host)
+
+    matmat = matvec
+
+    def heat_steps(self, u0, tau: float, n_steps: int):
+        """``n_steps`` explicit steps ``u <- u - tau m^-1 (L u)`` (stable for tau < 2 / lambda_max).
+
+        Each step is one fused pass (product, scale and update); two buffers alternate.
+        """
+        if self.mass is None:
+            raise ValueError("heat_steps needs the mass: build the operator with m=...")
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
+            raise ValueError(f"n_steps must be an int >= 0 (got {n_steps!r})")
+        tau = float(tau)
+        if not np.isfinite(tau) or tau < 0:
+            raise ValueError(f"tau must be a finite number >= 0 (got {tau!r})")
+        u, on_host = self._operand(u0, "u0")
+        be = self.backend
+        bufs = (be.allocate(u.shape, np.float64), be.allocate(u.shape, np.float64))
+        if u.ndim == 1:
+            kernel, grid, block = heat_step, blocks(self.shape[0]), BLOCK
+        else:
+            (grid, block), kernel = _geometry(self.shape[0], u.shape[1]), heat_step_block
+        src = u
+        for step in range(int(n_steps)):
+            dst = bufs[step % 2]
+            be.launch_kernel(kernel, grid, block, self.data, self.indices, self.indptr, self.mass, tau, src, dst)
+            src = dst
+        if n_steps == 0:  # still a new array, never the caller's
+            src = u.copy() if be.name == "cpu" else be.to_device(be.to_host(u))
+        return self._result(src, on_host)
+
+
+def laplacian_matvec(L, x, backend=None):
+    """``L @ x`` with kernelrt's CSR kernels (x: (N,) or (N, k)).
+
+    Prepares L on every call; keep a ``LaplacianOperator`` for repeated products.
+    """
+    return LaplacianOperator(L, backend=backend).matvec(x)
+
+
+def heat_steps(L, m, u0, tau: float, n_steps: int, backend=None):
+    """``n_steps`` fused explicit heat steps ``u <- u - tau m^-1 (L u)`` from ``u0``."""
+    return LaplacianOperator(L, m, backend=backend).heat_steps(u0, tau, n_steps)
+
+
+def spmv_kernels(itype: str = "int32") -> list:
+    """(kernel, signature) of every product / heat-step launch, for ``warm_specs``."""
+    utype = "uint64" if itype == "int64" else "uint32"
+    i1, f1, f2 = f"{utype}[::1]", "float64[::1]", "float64[:, ::1]"
+    return [
+        (csr_matvec, f"{f1}, {i1}, {i1}, {f1}, {f1}"),
+        (csr_matmat, f"{f1}, {i1}, {i1}, {f2}, {f2}"),
+        (heat_step, f"{f1}, {i1}, {i1}, {f1}, float64, {f1}, {f1}"),
+        (heat_step_block, f"{f1}, {i1}, {i1}, {f1}, float64, {f2}, {f2}"),
+    ]

@@ -1,0 +1,117 @@
+"""Meshes and reference helpers shared by the Laplacian tests (CPU, simulator, GPU layers).
+
+Tiny named meshes in the libigl test style, each with explicit dtypes, plus loaders
+for the SpectralBrain golden files in tests/data/laplacian/.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from testlib import DATA
+
+GOLDEN = DATA / "laplacian"
+EDGE_CASES = (
+    "closed",
+    "open_boundary",
+    "degenerate_collinear",
+    "degenerate_repeated_index",
+    "nonmanifold_fin",
+    "unreferenced_vertex",
+)
+# edge cases whose assembly must warn (DegenerateMeshWarning), and why
+WARNS = {
+    "degenerate_collinear": ("dropped 1 degenerate", "1 vertex"),
+    "degenerate_repeated_index": ("dropped 1 degenerate",),
+    "unreferenced_vertex": ("1 vertex",),
+}
+
+
+def single_triangle():
+    """Right isosceles triangle: cot = 0 at the right angle (an explicit zero), 1 elsewhere."""
+    V = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float64)
+    F = np.array([[0, 1, 2]], dtype=np.int32)
+    return V, F
+
+
+def triangulated_square():
+    """Unit square split along its diagonal (0, 2): four boundary edges, one interior edge."""
+    V = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.0, 1.0, 0.0]], dtype=np.float64)
+    F = np.array([[0, 1, 2], [0, 2, 3]], dtype=np.int64)
+    return V, F
+
+
+def single_tet():
+    """Regular tetrahedron (edge 2√2), outward faces: every angle 60°, closed and manifold."""
+    V = np.array([[1.0, 1.0, 1.0], [1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]], dtype=np.float64)
+    F = np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]], dtype=np.int32)
+    return V, F
+
+
+def book_of_three():
+    """Three triangles sharing edge (0, 1): a non-manifold 'book' with pages at 0°, 90°, 180°."""
+    V = np.array(
+        [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.5, 0.0, 1.0], [0.5, -1.0, 0.0]], dtype=np.float64
+    )
+    F = np.array([[0, 1, 2], [0, 1, 3], [0, 1, 4]], dtype=np.int32)
+    return V, F
+
+
+def load_golden(name: str) -> dict:
+    with np.load(GOLDEN / f"ref_{name}.npz") as z:
+        return {k: z[k] for k in z.files}
+
+
+def golden_L(g: dict, prefix: str = "") -> sp.csr_matrix:
+    n = g[f"{prefix}L_indptr"].shape[0] - 1
+    return sp.csr_matrix((g[f"{prefix}L_data"], g[f"{prefix}L_indices"], g[f"{prefix}L_indptr"]), shape=(n, n))
+
+
+def edge_case(name: str) -> tuple[np.ndarray, np.ndarray, sp.csr_matrix, np.ndarray]:
+    """(V, F, L_ref, m_ref) of one mesh of ref_edgecases.npz."""
+    with np.load(GOLDEN / "ref_edgecases.npz") as z:
+        g = {k[len(name) + 1 :]: z[k] for k in z.files if k.startswith(name + "_") and k[len(name) + 1 :][:1] in "VFLm"}
+    return g["V"], g["F"], golden_L(g), g["m"]
+
+
+def assert_matches_reference(L, m, L_ref, m_ref, rtol: float = 1e-12) -> None:
+    """Values within rtol·max|L| and rtol·max m; a stored entry absent from L_ref must be 0."""
+    L = sp.csr_matrix(L)
+    scale = abs(L_ref).max()
+    diff = abs(L - L_ref).max()
+    assert diff <= rtol * scale, f"max|L - L_ref| = {diff:.3e} > {rtol:.0e} * {scale:.3e}"
+    assert np.abs(m - m_ref).max() <= rtol * m_ref.max()
+    # pattern: a superset of the reference's, extra entries explicit zeros only
+    ours = L.tocoo()
+    ref = set(zip(*sp.csr_matrix(L_ref).nonzero()))
+    extra = [v for i, j, v in zip(ours.row, ours.col, ours.data) if (i, j) not in ref]
+    assert all(v == 0.0 for v in extra), f"entries outside the reference pattern: {extra[:5]}"
+    assert ref <= set(zip(ours.row, ours.col))
+
+
+def surface_area(V: np.ndarray, F: np.ndarray) -> float:
+    """Total area of the non-degenerate faces, by numpy (independent of the kernels)."""
+    F = np.asarray(F, np.int64)
+    a, b, c = V[F[:, 0]], V[F[:, 1]], V[F[:, 2]]
+    d = np.linalg.norm(np.cross(b - a, c - a), axis=1)
+    lmax = np.max([((b - a) ** 2).sum(1), ((c - b) ** 2).sum(1), ((a - c) ** 2).sum(1)], axis=0)
+    keep = (F[:, 0] != F[:, 1]) & (F[:, 1] != F[:, 2]) & (F[:, 2] != F[:, 0]) & (d > 1e-12 * lmax)
+    return float(d[keep].sum() / 2.0)
+
+
+def assemble_expecting_warnings(name: str, assemble):
+    """Run ``assemble()`` for edge case ``name``; check its DegenerateMeshWarnings (WARNS)."""
+    from kernelrt.kernels.laplacian import DegenerateMeshWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = assemble()
+    messages = sorted(str(w.message) for w in caught if w.category is DegenerateMeshWarning)
+    expected = sorted(WARNS.get(name, ()))
+    assert len(messages) == len(expected), messages
+    for start, msg in zip(expected, messages):
+        assert msg.startswith(start), (start, msg)
+    return result

@@ -1,0 +1,86 @@
+"""The Laplacian library against SpectralBrain 0.1.0's golden outputs (CPU backend)."""
+
+import numpy as np
+import pytest
+
+from kernelrt.kernels import laplacian as lap
+from laplacian_cases import (
+    EDGE_CASES,
+    assemble_expecting_warnings,
+    assert_matches_reference,
+    edge_case,
+    golden_L,
+    load_golden,
+)
+
+
+@pytest.fixture(scope="module", params=["ico4", "noisy_ico4"])
+def golden(request):
+    return load_golden(request.param)
+
+
+@pytest.mark.parametrize("variant", ["deterministic", "atomic"])
+def test_L_and_m_match_spectralbrain(golden, variant):
+    L, m = lap.cotan_laplacian(golden["V"], golden["F"], "cpu", variant=variant)
+    L_ref = golden_L(golden)
+    assert_matches_reference(L, m, L_ref, golden["m"])
+    # closed meshes: the topology pattern is exactly SpectralBrain's
+    np.testing.assert_array_equal(L.indptr, golden["L_indptr"])
+    np.testing.assert_array_equal(L.indices, golden["L_indices"])
+
+
+def test_deterministic_variant_is_bitwise_spectralbrain(golden):
+    # same expressions, same summation order: not just close, equal
+    L, m = lap.cotan_laplacian(golden["V"], golden["F"], "cpu")
+    np.testing.assert_array_equal(L.data, golden["L_data"])
+    np.testing.assert_array_equal(m, golden["m"])
+
+
+@pytest.mark.parametrize("variant", ["deterministic", "atomic"])
+@pytest.mark.parametrize("name", EDGE_CASES)
+def test_edge_cases(name, variant):
+    V, F, L_ref, m_ref = edge_case(name)
+    L, m = assemble_expecting_warnings(name, lambda: lap.cotan_laplacian(V, F, "cpu", variant=variant))
+    assert_matches_reference(L, m, L_ref, m_ref)
+    assert np.isfinite(L.data).all()
+
+
+def test_nonmanifold_fin_sums_three_cotangents():
+    V, F, L_ref, _ = edge_case("nonmanifold_fin")
+    L, _ = lap.cotan_laplacian(V, F, "cpu")
+    a, b = 0, 46
+    assert L[a, b] == pytest.approx(L_ref[a, b], rel=1e-14)
+    closed_V, closed_F, closed_L, _ = edge_case("closed")
+    assert abs(L[a, b] - closed_L[a, b]) > 0.1  # the fin's corner really contributes
+
+
+def test_descriptor_parameters_from_all_64_eigenvalues(golden):
+    np.testing.assert_array_equal(lap.hks_times(golden["evals"], 16), golden["hks_t"])
+    e, sigma = lap.wks_params(golden["evals"], 16)  # E <= 28: SpectralBrain's fallback branch
+    np.testing.assert_array_equal(e, golden["wks_e"])
+    assert sigma == golden["wks_sigma"]
+
+
+def test_hks_wks_from_golden_eigenpairs(golden):
+    k = int(golden["hks_k"])
+    ev, vec = golden["evals"][:k], golden["evecs"][:, :k]
+    H = lap.hks(ev, vec, golden["hks_t"], backend="cpu")
+    W = lap.wks(ev, vec, golden["wks_e"], sigma=float(golden["wks_sigma"]), backend="cpu")
+    assert np.abs(H - golden["hks"]).max() <= 1e-12 * np.abs(golden["hks"]).max()
+    assert np.abs(W - golden["wks"]).max() <= 1e-12 * np.abs(golden["wks"]).max()
+
+
+def test_eigenpairs_shift_invert(golden):
+    L, m = lap.cotan_laplacian(golden["V"], golden["F"], "cpu")
+    evals, evecs = lap.eigenpairs(L, m, 64, backend="cpu")
+    assert np.all(np.diff(evals) >= 0) and 0.0 <= evals[0] < 1e-11  # sorted, clipped at 0
+    assert np.abs(evals - golden["evals"]).max() <= 1e-12 * max(1.0, golden["evals"].max())
+    # M-orthonormal, small residual
+    gram = evecs.T @ (m[:, None] * evecs)
+    assert np.abs(gram - np.eye(64)).max() < 1e-12
+    resid = L @ evecs - (m[:, None] * evecs) * evals
+    assert np.abs(resid).max() < 1e-10
+    if golden["noise_amplitude"] == 0.0:  # clean gap at k = 49: descriptors do not depend on the basis
+        k = int(golden["hks_k"])
+        H = lap.hks(evals[:k], evecs[:, :k], golden["hks_t"], backend="cpu")
+        assert np.abs(H - golden["hks"]).max() <= 1e-9 * np.abs(golden["hks"]).max()

@@ -1,0 +1,191 @@
+"""Tiny named meshes with hand-computed L and m, warnings, and bad inputs (CPU backend)."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from kernelrt.kernels import laplacian as lap
+from laplacian_cases import book_of_three, single_tet, single_triangle, triangulated_square
+
+
+def test_single_triangle():
+    V, F = single_triangle()
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    expected = np.array([[1.0, -0.5, -0.5], [-0.5, 0.5, 0.0], [-0.5, 0.0, 0.5]])
+    np.testing.assert_allclose(L.toarray(), expected, atol=1e-15)
+    np.testing.assert_allclose(m, np.full(3, 1 / 6), rtol=1e-15)
+    assert L.nnz == 9  # the right angle's cot is an explicit zero of the topology pattern
+
+
+def test_triangulated_square_boundary_edges_carry_one_cotangent():
+    V, F = triangulated_square()
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    # interior diagonal (0, 2): both opposite angles are 90° -> 0; boundary edges: one 45° -> -1/2
+    assert L[0, 2] == pytest.approx(0.0, abs=1e-15)
+    for i, j in [(0, 1), (1, 2), (2, 3), (3, 0)]:
+        assert L[i, j] == pytest.approx(-0.5, rel=1e-15)
+    assert L[1, 3] == 0.0
+    np.testing.assert_allclose(m, [1 / 3, 1 / 6, 1 / 3, 1 / 6], rtol=1e-15)
+
+
+def test_single_tet():
+    V, F = single_tet()
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    cot60 = 1 / math.sqrt(3)
+    expected = np.full((4, 4), -cot60)  # each edge: two 60° angles -> -(1/2)(2 cot 60°)
+    np.fill_diagonal(expected, 3 * cot60)
+    np.testing.assert_allclose(L.toarray(), expected, rtol=1e-14)
+    face_area = math.sqrt(3) / 4 * 8  # edge length 2√2
+    np.testing.assert_allclose(m, np.full(4, face_area), rtol=1e-14)  # 3 faces x area / 3
+
+
+def test_book_of_three_sums_every_page():
+    V, F = book_of_three()
+    L, _ = lap.cotan_laplacian(V, F, "cpu")
+    # every page is isosceles with apex over the edge midpoint: angle at the apex has cot = (1 - 1/4)/1 ... via vectors
+    cots = []
+    for apex in (2, 3, 4):
+        a, b = V[0] - V[apex], V[1] - V[apex]
+        cots.append(a @ b / np.linalg.norm(np.cross(a, b)))
+    assert L[0, 1] == pytest.approx(-0.5 * sum(cots), rel=1e-14)
+    assert np.abs(np.asarray(L.sum(axis=1))).max() < 1e-15
+
+
+def test_int64_faces_lists_and_readonly_inputs_give_the_same_result():
+    V, F = lap.icosphere(2)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    Vr = V.copy()
+    Vr.flags.writeable = False
+    for v, f in [(Vr, F.astype(np.int64)), (V.tolist(), F.tolist()), (np.asfortranarray(V), F.astype(np.uint16))]:
+        L2, m2 = lap.cotan_laplacian(v, f, "cpu")
+        np.testing.assert_array_equal(L2.data, L.data)
+        np.testing.assert_array_equal(m2, m)
+
+
+def test_topology_is_independent_of_later_edits_to_faces():
+    V, F = lap.icosphere(2)
+    F = F.copy()
+    topo = lap.MeshTopology(F, len(V))
+    L, _ = topo.assemble(V, "cpu")
+    F[:] = 0
+    L2, _ = topo.assemble(V, "cpu")
+    np.testing.assert_array_equal(L.data, L2.data)
+
+
+def test_returned_pattern_is_read_only():
+    V, F = single_triangle()
+    L, _ = lap.cotan_laplacian(V, F, "cpu")
+    with pytest.raises(ValueError, match="read-only"):
+        L.eliminate_zeros()  # would corrupt the shared pattern; it refuses instead
+    L2 = L.copy()
+    L2.eliminate_zeros()
+    assert L2.nnz == 7
+
+
+def test_unreferenced_trailing_vertex_warns_and_gets_the_floor_mass():
+    V, F = single_tet()
+    V = np.vstack([V, [5.0, 5.0, 5.0]])
+    topo = lap.MeshTopology(F, len(V))
+    assert topo.n_unreferenced == 1
+    with pytest.warns(lap.DegenerateMeshWarning, match="1 vertex"):
+        L, m = topo.assemble(V, "cpu")
+    assert L.shape == (5, 5) and m[4] == 1e-20
+    assert not L[4].toarray().any()
+
+
+def test_degenerate_faces_are_masked_not_nan():
+    V, F = single_tet()
+    V = np.vstack([V, (V[0] + V[1]) / 2])  # collinear with 0 and 1
+    F = np.vstack([F, [[0, 1, 4], [2, 2, 3]]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        L, m = lap.cotan_laplacian(V, F, "cpu")
+    messages = sorted(str(w.message) for w in caught if w.category is lap.DegenerateMeshWarning)
+    assert len(messages) == 2
+    assert messages[0].startswith("1 vertex(es) belong to no kept face")  # vertex 4, only in a dropped face
+    assert messages[1].startswith("dropped 2 degenerate face(s) of 6")
+    assert np.isfinite(L.data).all() and np.isfinite(m).all()
+    L_ref, m_ref = lap.cotan_laplacian(*single_tet(), "cpu")
+    np.testing.assert_array_equal(L[:4, :4].toarray(), L_ref.toarray())
+    np.testing.assert_array_equal(m[:4], m_ref)
+
+
+@pytest.mark.parametrize(
+    "vertices, faces, error, match",
+    [
+        (np.zeros((3, 2)), [[0, 1, 2]], ValueError, r"vertices must have shape \(N, 3\) \(got shape \(3, 2\)\)"),
+        (np.zeros((0, 3)), [[0, 1, 2]], ValueError, "vertices must not be empty"),
+        ([[0, 0, np.nan], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]], ValueError, "vertices must be finite"),
+        ([[0, 0, np.inf], [1, 0, 0], [0, 1, 0]], [[0, 1, 2]], ValueError, "1 vertices have NaN or inf"),
+        (np.zeros((3, 3), complex), [[0, 1, 2]], TypeError, "vertices must hold real numbers"),
+        ([["a", "b", "c"]] * 3, [[0, 1, 2]], TypeError, "vertices must hold real numbers"),
+        (np.eye(3), np.array([[0.0, 1.0, 2.0]]), TypeError, r"faces must hold integers \(got dtype float64\)"),
+        (np.eye(3), [[0, 1]], ValueError, r"faces must have shape \(F, 3\)"),
+        (np.eye(3), np.zeros((0, 3), int), ValueError, "faces must not be empty"),
+        (np.eye(3), [[0, 1, 3]], ValueError, r"faces must index vertices in \[0, 3\) \(got index 3\)"),
+        (np.eye(3), [[0, -1, 2]], ValueError, r"\(got index -1\)"),
+    ],
+)
+def test_bad_inputs(vertices, faces, error, match):
+    with pytest.raises(error, match=match):
+        lap.cotan_laplacian(vertices, faces, "cpu")
+
+
+def test_bad_arguments():
+    V, F = single_triangle()
+    topo = lap.MeshTopology(F, 3)
+    with pytest.raises(ValueError, match=r"vertices must have the topology's 3 rows \(got shape \(4, 3\)\)"):
+        topo.assemble(np.zeros((4, 3)), "cpu")
+    with pytest.raises(ValueError, match="variant must be 'deterministic' or 'atomic'"):
+        topo.assemble(V, "cpu", variant="fast")
+    with pytest.raises(ValueError, match="backend must be"):
+        topo.assemble(V, "gpu")
+    with pytest.raises(ValueError, match=r"vertices must have shape \(S, N, 3\)"):
+        topo.assemble_batch(V, "cpu")
+    with pytest.raises(ValueError, match="subjects"):
+        topo.assemble_batch(np.stack([V, V + np.nan]), "cpu")
+    with pytest.raises(TypeError, match="n_vertices must be an int"):
+        lap.MeshTopology(F, 3.0)
+    with pytest.raises(ValueError, match=r"values must have shape \(9,\)"):
+        topo.to_csr(np.zeros(3))
+
+
+def test_eigenpairs_arguments():
+    V, F = lap.icosphere(1)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    with pytest.raises(ValueError, match=r"k must be an int in \[1, 41\]"):
+        lap.eigenpairs(L, m, 42, backend="cpu")
+    with pytest.raises(ValueError, match="method must be"):
+        lap.eigenpairs(L, m, 4, backend="cpu", method="lobpcg")
+    with pytest.raises(ValueError, match=r"m must have shape \(42,\)"):
+        lap.eigenpairs(L, m[:-1], 4, backend="cpu")
+    with pytest.raises(TypeError, match="L must be a scipy or cupyx sparse matrix"):
+        lap.eigenpairs(L.toarray(), m, 4, backend="cpu")
+
+
+def test_no_warning_on_a_clean_mesh():
+    V, F = lap.icosphere(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lap.cotan_laplacian(V, F, "cpu")
+
+
+@pytest.mark.slow  # compiles the int64 variants of the CPU kernels (~9 s)
+def test_int64_index_tables_give_the_same_result(monkeypatch):
+    """Meshes with N + 6F >= 2**31 get int64 tables; force that path on a small mesh."""
+    from kernelrt.kernels import laplacian_inputs
+
+    V, F = lap.noisy_icosphere(2)
+    ref = lap.MeshTopology(F, len(V))
+    monkeypatch.setattr(laplacian_inputs, "index_dtype_for", lambda n, f: np.dtype(np.int64))
+    wide = lap.MeshTopology(F, len(V))
+    assert wide.index_dtype == np.int64 and wide.indices.dtype == np.int64
+    np.testing.assert_array_equal(wide.indptr, ref.indptr)
+    np.testing.assert_array_equal(wide.indices, ref.indices)
+    for variant in ("deterministic", "atomic"):
+        L, m = wide.assemble(V, "cpu", variant=variant)
+        L_ref, m_ref = ref.assemble(V, "cpu", variant=variant)
+        np.testing.assert_array_equal(L.data, L_ref.data)
+        np.testing.assert_array_equal(m, m_ref)

@@ -1,0 +1,41 @@
+"""Icospheres reproduce the golden meshes exactly."""
+
+import numpy as np
+import pytest
+
+from kernelrt.kernels import laplacian as lap
+from laplacian_cases import edge_case, load_golden
+
+
+def test_ico4_and_noisy_ico4_are_the_golden_meshes():
+    ico4, noisy = load_golden("ico4"), load_golden("noisy_ico4")
+    V, F = lap.icosphere(4)
+    np.testing.assert_array_equal(V, ico4["V"])  # bit for bit, not 1e-15
+    np.testing.assert_array_equal(F, ico4["F"])
+    assert F.dtype == np.int32
+    Vn, Fn = lap.noisy_icosphere(4, 0.1, int(noisy["noise_seed"]))
+    np.testing.assert_array_equal(Vn, noisy["V"])
+    assert lap.mean_edge_length(V, F) == pytest.approx(0.075499, abs=1e-6)
+
+
+def test_ico2_is_the_edge_case_base_mesh():
+    V, F, _, _ = edge_case("closed")
+    V2, F2 = lap.icosphere(2, face_dtype=np.int64)
+    np.testing.assert_array_equal(V2, V)
+    np.testing.assert_array_equal(F2, F)
+
+
+@pytest.mark.parametrize("level", range(6))
+def test_counts_and_radius(level):
+    V, F = lap.icosphere(level)
+    assert V.shape == (10 * 4**level + 2, 3) and F.shape == (20 * 4**level, 3)
+    np.testing.assert_allclose(np.linalg.norm(V, axis=1), 1.0, rtol=1e-15)
+    assert len(np.unique(np.sort(F, axis=1), axis=0)) == len(F)
+
+
+def test_bad_levels():
+    for bad in (-1, 11, 2.0, True):
+        with pytest.raises(ValueError, match="level must be an int in"):
+            lap.icosphere(bad)
+    with pytest.raises(ValueError, match="amplitude must be"):
+        lap.noisy_icosphere(1, -0.1)

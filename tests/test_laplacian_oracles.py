@@ -1,0 +1,166 @@
+"""Independent oracles: structure, area, the analytic sphere spectrum, heat-step closed form,
+variant and batch agreement (CPU backend)."""
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+
+from kernelrt.kernels import laplacian as lap
+from laplacian_cases import surface_area
+
+
+@pytest.fixture(scope="module")
+def ico3():
+    V, F = lap.icosphere(3)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    return V, F, L, m
+
+
+@pytest.fixture(scope="module", params=[0.0, 0.1], ids=["ico4", "noisy_ico4"])
+def sphere(request):
+    V, F = lap.noisy_icosphere(4, request.param) if request.param else lap.icosphere(4)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    return request.param, V, F, L, m
+
+
+def test_structure(sphere):
+    amplitude, V, F, L, m = sphere
+    assert (L != L.T).nnz == 0  # bitwise symmetric: both ends of an edge evaluate one expression
+    assert np.abs(np.asarray(L.sum(axis=1))).max() <= 1e-13 * abs(L).max()
+    assert m.sum() == pytest.approx(surface_area(V, F), rel=1e-13)
+    off = L.copy()
+    off.setdiag(0)
+    if amplitude == 0.0:
+        assert off.data.max() <= 0.0  # Delaunay: an M-matrix
+    else:
+        assert (off.data > 0).sum() == 2 * 13  # golden README: 13 non-Delaunay edges
+
+
+@pytest.mark.parametrize("amplitude", [0.0, 0.1])
+def test_psd(amplitude):
+    V, F = lap.noisy_icosphere(2, amplitude) if amplitude else lap.icosphere(2)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    lam = sla.eigh(L.toarray(), np.diag(m), eigvals_only=True)
+    assert lam.min() >= -1e-10
+    assert abs(lam[0]) < 1e-10 and lam[1] > 1.0  # one connected component
+
+
+def test_sphere_spectrum(sphere):
+    """Multiplet means of λ against l(l+1) within 0.1·l(l+1)·h² (spec oracle 3)."""
+    amplitude, V, F, L, m = sphere
+    evals, _ = lap.eigenpairs(L, m, 64, backend="cpu")  # l = 0..7 complete
+    h = lap.mean_edge_length(*lap.icosphere(4))
+    radius2 = m.sum() / (4 * np.pi) if amplitude else 1.0  # noisy: rescale by the area gain
+    assert evals[0] < 1e-11
+    start = 1
+    for l in range(1, 8):
+        mult = evals[start : start + 2 * l + 1] * radius2
+        start += 2 * l + 1
+        target = l * (l + 1)
+        assert abs(mult.mean() / target - 1.0) <= 0.1 * target * h * h, (l, mult.mean())
+
+
+def test_heat_steps_closed_form(ico3):
+    """u0 = Φc → n steps give Φ (c ∘ (1 − τλ)^n) (spec 3b)."""
+    V, F, L, m = ico3
+    evals, phi = lap.eigenpairs(L, m, 16, backend="cpu")  # l <= 3, complete multiplets
+    lam_max = sla.eigh(L.toarray(), np.diag(m), eigvals_only=True)[-1]
+    tau = 0.5 / lam_max
+    c = np.random.default_rng(7).standard_normal(16)
+    u = lap.heat_steps(L, m, phi @ c, tau, 200, backend="cpu")
+    expected = phi @ (c * (1.0 - tau * evals) ** 200)
+    assert np.abs(u - expected).max() <= 1e-12 * np.abs(expected).max()
+    # a block of three right-hand sides steps column by column identically
+    U = lap.heat_steps(L, m, np.stack([phi @ c, 2 * phi @ c, phi[:, 3]], axis=1), tau, 200, backend="cpu")
+    np.testing.assert_array_equal(U[:, 0], u)
+
+
+@pytest.mark.parametrize("amplitude", [0.0, 0.1])
+def test_dense_route_agrees_with_shift_invert(amplitude):
+    V, F = lap.noisy_icosphere(3, amplitude) if amplitude else lap.icosphere(3)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    ev_si, vec_si = lap.eigenpairs(L, m, 16, backend="cpu", method="shift-invert")
+    ev_d, vec_d = lap.eigenpairs(L, m, 16, backend="cpu", method="dense")
+    assert np.abs(ev_si - ev_d).max() <= 5e-13 * max(1.0, ev_si.max())
+    gram = vec_d.T @ (m[:, None] * vec_d)
+    assert np.abs(gram - np.eye(16)).max() < 1e-12
+
+
+def test_atomic_and_deterministic_variants_agree(ico3):
+    V, F, L, m = ico3
+    L2, m2 = lap.cotan_laplacian(V, F, "cpu", variant="atomic")
+    assert np.abs(L2.data - L.data).max() <= 1e-14 * abs(L).max()
+    assert np.abs(m2 - m).max() <= 1e-15 * m.max()
+
+
+def test_deterministic_is_reproducible():
+    V, F = lap.noisy_icosphere(4)
+    topo = lap.MeshTopology(F, len(V))
+    runs = [topo.assemble(V, "cpu") for _ in range(3)]
+    for L, m in runs[1:]:
+        np.testing.assert_array_equal(L.data, runs[0][0].data)
+        np.testing.assert_array_equal(m, runs[0][1])
+
+
+@pytest.mark.parametrize("variant", ["deterministic", "atomic"])
+def test_batch_equals_per_subject(variant):
+    V, F = lap.icosphere(3)
+    rng = np.random.default_rng(3)
+    cohort = np.stack([V * (1 + 0.1 * s) + 0.01 * rng.standard_normal(V.shape) for s in range(4)])
+    topo = lap.MeshTopology(F, len(V))
+    values, masses = topo.assemble_batch(cohort, "cpu", variant=variant)
+    assert values.shape == (4, topo.nnz) and masses.shape == (4, len(V))
+    for s, Ls in enumerate(topo.matrices(values)):
+        L, m = topo.assemble(cohort[s], "cpu", variant=variant)
+        np.testing.assert_array_equal(Ls.data, L.data)
+        np.testing.assert_array_equal(masses[s], m)
+
+
+def test_cohort_descriptors_share_one_time_grid():
+    V, F = lap.icosphere(3)
+    topo = lap.MeshTopology(F, len(V))
+    cohort = np.stack([V, 1.5 * V])
+    values, masses = topo.assemble_batch(cohort, "cpu")
+    pairs = [lap.eigenpairs(Ls, ms, 16, backend="cpu") for Ls, ms in zip(topo.matrices(values), masses)]
+    t = lap.shared_hks_times([ev for ev, _ in pairs], n_times=8)
+    # the larger sphere has λ_1 / 2.25 and the smaller λ_max: the grid spans both
+    c = 4 * np.log(10)
+    assert t[0] == pytest.approx(c / pairs[0][0][-1]) and t[-1] == pytest.approx(c / pairs[1][0][1])
+    H = lap.hks_batch(np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), t, backend="cpu")
+    for s, (ev, vec) in enumerate(pairs):
+        np.testing.assert_array_equal(H[s], lap.hks(ev, vec, t, backend="cpu"))
+
+
+def test_wks_main_branch_for_many_energies(ico3):
+    V, F, L, m = ico3
+    evals, evecs = lap.eigenpairs(L, m, 16, backend="cpu")
+    e, sigma = lap.wks_params(evals, 100)
+    lo, hi = np.log(evals[1]), np.log(evals[-1])
+    assert sigma == pytest.approx(7 * (hi - lo) / 100)
+    assert e[0] == pytest.approx(lo + 2 * sigma) and e[-1] == pytest.approx(hi - 2 * sigma)
+    W = lap.wks(evals, evecs, backend="cpu")
+    np.testing.assert_allclose(np.linalg.norm(W, axis=0), 1.0, rtol=1e-14)
+    H = lap.hks(evals, evecs, backend="cpu", normalize=True)
+    assert H.shape == (len(V), 100)
+
+
+def test_repeated_assemblies_never_overwrite_live_results():
+    """Output memory is recycled (laplacian_buffers) only once earlier results are unreachable."""
+    V, F = lap.icosphere(7)  # large enough (9 MB of values > 4 MB) for the pool to engage
+    shapes = [V, V * [1.0, 2.0, 1.0], V * [1.0, 1.0, 3.0]]  # anisotropic: different L
+    topo = lap.MeshTopology(F, len(V))
+    expected = [lap.cotan_laplacian(v, F, "cpu") for v in shapes]
+    L1, m1 = topo.assemble(shapes[0], "cpu")
+    L2, m2 = topo.assemble(shapes[1], "cpu")
+    L3, m3 = topo.assemble(shapes[2], "cpu")
+    for (L, m), (Le, me) in zip([(L1, m1), (L2, m2), (L3, m3)], expected):
+        np.testing.assert_array_equal(L.data, Le.data)  # all three intact while alive
+        np.testing.assert_array_equal(m, me)
+    assert not np.shares_memory(L1.data, L2.data) and not np.shares_memory(L2.data, L3.data)
+    view = L2.data[:10]
+    del L1, m1, L2, m2, L3, m3
+    results = [topo.assemble(shapes[0], "cpu") for _ in range(3)]  # may reuse freed memory...
+    for L, _ in results:
+        assert not np.shares_memory(L.data, view)  # ...never the memory a live slice uses
+        np.testing.assert_array_equal(L.data, expected[0][0].data)
+    np.testing.assert_array_equal(view, expected[1][0].data[:10])

@@ -1,0 +1,22 @@
+"""Every CUDA kernel of the Laplacian library compiles to PTX for sm_80 and sm_90 (no GPU)."""
+
+import pytest
+
+import kernelrt
+from testlib import requires_nvrtc
+from kernelrt.kernels import laplacian as lap
+
+SPECS = lap.warm_specs(("int32", "int64"))["cuda"]
+
+
+@pytest.mark.ptx
+@requires_nvrtc
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm80", "sm90"])
+@pytest.mark.parametrize("kernel, signature", SPECS, ids=[f"{k.name}[{s[:40]}]" for k, s in SPECS])
+def test_compiles(kernel, signature, cc, cache_dir):
+    ptx = kernelrt.compile_ptx(kernel, signature, cc=cc)
+    assert f".target sm_{cc[0]}{cc[1]}" in ptx
+    if kernel.name == "face_values_atomic":
+        # native fp64 atomics (sm_60+), not a compare-and-swap loop
+        assert "atom.global.add.f64" in ptx or "red.global.add.f64" in ptx
+        assert "atom.global.cas" not in ptx
