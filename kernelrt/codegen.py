@@ -5,9 +5,10 @@ For a ``@kernel(ndim=N)`` body ``f(i[, j[, k]], *args)`` this module writes:
 * a CUDA entry point ``f__cuda(*args)`` that reads ``cuda.grid(N)`` and calls the
   body compiled as a device function;
 * a CPU entry point ``f__cpu(nx, *args)`` (1-D) or ``f__cpu(nx, ny, nz, min_rows, *args)``
-  that runs the same index space with ``prange``. In 2-D/3-D it parallelises over the rows (y, z) and runs x
-  innermost, which keeps C-ordered arrays indexed ``[.., j, i]`` streaming; when there
-  are too few rows to keep every core busy it parallelises over all threads instead.
+  that runs the same index space with ``prange``. In 2-D/3-D it parallelises over the
+  rows (y, z) and runs x innermost, which keeps C-ordered arrays indexed ``[.., j, i]``
+  streaming; when there are too few rows to keep every core busy it runs the rows in
+  turn and parallelises over x within each.
 
 The sources are registered with ``linecache`` under a readable pseudo-filename, so
 tracebacks, ``inspect.getsource`` and the cache key (which hashes source) all see them.
@@ -52,7 +53,19 @@ def cpu_entry_source(name: str, ndim: int, params) -> str:
     if ndim == 1:
         return f"def {name}__cpu(nx{tail_args}):\n    for i in prange(nx):\n        body(i{tail_args})\n"
     head = f"def {name}__cpu(nx, ny, nz, min_rows{tail_args}):\n"
-    index = ", ".join(_INDEX[:ndim])
+    if ndim == 2:
+        # Enough rows: one parallel loop over rows. Few rows (a single subject, say):
+        # a parallel loop over x per row. No integer division per element either way.
+        return head + (
+            "    if ny >= min_rows:\n"
+            "        for j in prange(ny):\n"
+            "            for i in range(nx):\n"
+            f"                body(i, j{tail_args})\n"
+            "    else:\n"
+            "        for j in range(ny):\n"
+            "            for i in prange(nx):\n"
+            f"                body(i, j{tail_args})\n"
+        )
     return head + (
         "    rows = ny * nz\n"
         "    if rows >= min_rows:\n"
@@ -60,14 +73,12 @@ def cpu_entry_source(name: str, ndim: int, params) -> str:
         "            k = r // ny\n"
         "            j = r - k * ny\n"
         "            for i in range(nx):\n"
-        f"                body({index}{tail_args})\n"
+        f"                body(i, j, k{tail_args})\n"
         "    else:\n"
-        "        for t in prange(nx * rows):\n"
-        "            r = t // nx\n"
-        "            i = t - r * nx\n"
-        "            k = r // ny\n"
-        "            j = r - k * ny\n"
-        f"            body({index}{tail_args})\n"
+        "        for k in range(nz):\n"
+        "            for j in range(ny):\n"
+        "                for i in prange(nx):\n"
+        f"                    body(i, j, k{tail_args})\n"
     )
 
 

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from kernels_for_tests import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d, shifted_sqrt
+from kernels_for_tests import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d
 from numba import cuda
 
 import kernelrt
