@@ -92,16 +92,6 @@ def assert_matches_reference(L, m, L_ref, m_ref, rtol: float = 1e-12) -> None:
     assert ref <= set(zip(ours.row, ours.col))
 
 
-def surface_area(V: np.ndarray, F: np.ndarray) -> float:
-    """Total area of the non-degenerate faces, by numpy (independent of the kernels)."""
-    F = np.asarray(F, np.int64)
-    a, b, c = V[F[:, 0]], V[F[:, 1]], V[F[:, 2]]
-    d = np.linalg.norm(np.cross(b - a, c - a), axis=1)
-    lmax = np.max([((b - a) ** 2).sum(1), ((c - b) ** 2).sum(1), ((a - c) ** 2).sum(1)], axis=0)
-    keep = (F[:, 0] != F[:, 1]) & (F[:, 1] != F[:, 2]) & (F[:, 2] != F[:, 0]) & (d > 1e-12 * lmax)
-    return float(d[keep].sum() / 2.0)
-
-
 def assemble_expecting_warnings(name: str, assemble):
     """Run ``assemble()`` for edge case ``name``; check its DegenerateMeshWarnings (WARNS)."""
     from kernelrt.kernels.laplacian import DegenerateMeshWarning

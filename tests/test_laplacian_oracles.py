@@ -4,9 +4,8 @@ variant and batch agreement (CPU backend)."""
 import numpy as np
 import pytest
 import scipy.linalg as sla
-
 from kernelrt.kernels import laplacian as lap
-from laplacian_cases import surface_area
+from kernelrt.kernels.laplacian_reference import surface_area
 
 
 @pytest.fixture(scope="module")
