@@ -33,9 +33,9 @@ def _kernels():
         (block_sums, "float64[::1], float64[::1]"),
     ]
     try:
-        from kernelrt.cli import builtin_warm_specs
+        from kernelrt.kernels import warm_specs
 
-        specs += builtin_warm_specs()["cpu"]
+        specs += warm_specs()["cpu"]
     except ImportError:  # the kernel library is not installed
         pass
     return specs
@@ -80,10 +80,10 @@ def test_warm_load(benchmark, kernel, sig, warm_cache):
 STARTUP = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from kernelrt.cli import builtin_warm_specs
+from kernelrt.kernels import warm_specs
 from kernelrt.compiler import ensure_cpu
 from kernelrt.disk_cache import disk_cache_for
-specs = builtin_warm_specs()["cpu"]
+specs = warm_specs()["cpu"]
 cache = disk_cache_for()
 t1 = time.perf_counter()
 statuses = [ensure_cpu(k, k.parse_signature(s), cache) for k, s in specs]
@@ -101,9 +101,9 @@ def _start(cache_dir):
 
 def test_demo_kernels_start(benchmark, tmp_path):
     try:
-        from kernelrt.cli import builtin_warm_specs
+        from kernelrt.kernels import warm_specs
 
-        builtin_warm_specs()
+        warm_specs()
     except ImportError:
         pytest.skip("the kernel library is not installed")
     cold = _start(tmp_path)  # fills the cache

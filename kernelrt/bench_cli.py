@@ -199,7 +199,11 @@ def _slug(text: str) -> str:
 
 
 def plot_results(result: dict, stem: Path) -> list[Path]:
-    """PNG figures: time vs size per series, speedup vs x, bandwidth vs x; returns paths."""
+    """PNG figures per suite: time, speedup and (where bytes are known) bandwidth against size.
+
+    Each benchmark ``figure`` (``<suite>-<case>``) is one panel; the panels of a suite share
+    a PNG per quantity, with kernelrt and every peer as lines in the same panel.
+    """
     try:
         import matplotlib
 
@@ -207,29 +211,31 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
         import matplotlib.pyplot as plt
     except ImportError:
         raise SystemExit("--plot needs matplotlib: pip install -e '.[bench]'") from None
-    figures: dict[str, list] = {}
+    panels: dict[str, dict[str, list]] = {}
     for e in result["benchmarks"]:
-        if "figure" in e["extra_info"] and "x" in e["extra_info"]:
-            figures.setdefault(e["extra_info"]["figure"], []).append(e)
-    written = []
+        name = e["extra_info"].get("figure")
+        if name and "x" in e["extra_info"]:
+            panels.setdefault(name.split("-")[0], {}).setdefault(name, []).append(e)
     where = f"{result['device']['name']} ({result['device']['backend']}), {result['date']}"
-    for name, rows in figures.items():
-        xlabel = rows[0]["extra_info"].get("x_label", "size")
-        series = _series(rows)
-        written.append(_line_plot(plt, series, lambda e: e["median_s"] * 1e3, xlabel, "median time [ms]",
-                                  f"{name}: time\n{where}", stem.parent / f"{stem.name}-{name}-time.png", log=True))
-        speedups = _speedups(series)
-        if speedups:
-            written.append(_line_plot(plt, speedups, None, xlabel, "peer time / kernelrt time",
-                                      f"{name}: speedup of kernelrt\n{where}",
-                                      stem.parent / f"{stem.name}-{name}-speedup.png", log=True, baseline=1.0))
-        if any("bytes" in e["extra_info"] for e in rows):
-            bw = {s: [(x, e) for x, e in pts if "bytes" in e["extra_info"]] for s, pts in series.items()}
-            peak = next((e["extra_info"]["peak_bandwidth"] for e in rows if "peak_bandwidth" in e["extra_info"]), None)
-            written.append(_line_plot(plt, bw, lambda e: e["extra_info"]["bytes"] / e["median_s"] / 1e9, xlabel,
-                                      "achieved bandwidth [GB/s]", f"{name}: memory bandwidth\n{where}",
-                                      stem.parent / f"{stem.name}-{name}-bandwidth.png", log=False,
-                                      baseline=peak / 1e9 if peak else None, baseline_label="device peak"))
+    written = []
+    for suite, figs in panels.items():
+        series = {name: _series(rows) for name, rows in figs.items()}
+        time_panels = {n: (s, lambda e: e["median_s"] * 1e3) for n, s in series.items()}
+        written.append(_figure(plt, time_panels, figs, "median time [ms]", f"{suite}: time, lower is better\n{where}",
+                               stem.parent / f"{stem.name}-{suite}-time.png", log=True))
+        speed_panels = {n: (sp, None) for n, s in series.items() if (sp := _speedups(s))}
+        if speed_panels:
+            written.append(_figure(plt, speed_panels, figs, "peer time / kernelrt time",
+                                   f"{suite}: speedup of kernelrt, higher is better\n{where}",
+                                   stem.parent / f"{stem.name}-{suite}-speedup.png", log=True, baseline=1.0))
+        bw_panels = {n: (s, _bandwidth(figs[n])) for n, s in series.items() if _bandwidth(figs[n])}
+        if bw_panels:
+            peak = next((e["extra_info"]["peak_bandwidth"] for rows in figs.values() for e in rows
+                         if "peak_bandwidth" in e["extra_info"]), None)
+            written.append(_figure(plt, bw_panels, figs, "achieved bandwidth [GB/s]",
+                                   f"{suite}: memory bandwidth, higher is better\n{where}",
+                                   stem.parent / f"{stem.name}-{suite}-bandwidth.png", log=False,
+                                   baseline=peak / 1e9 if peak else None, baseline_label="device peak"))
     return written
 
 
@@ -253,26 +259,49 @@ def _speedups(series) -> dict:
     return out
 
 
-def _line_plot(plt, series, value, xlabel, ylabel, title, path, *, log, baseline=None, baseline_label=None):
-    fig, ax = plt.subplots(figsize=(7.5, 4.8), dpi=120)
-    for label, pts in series.items():
-        if not pts:
-            continue
-        xs = [x for x, _ in pts]
-        ys = [v if value is None else value(v) for _, v in pts]
-        style = dict(linewidth=2.4, marker="o") if label == "kernelrt" else dict(linewidth=1.6, marker="s", linestyle="--")
-        ax.plot(xs, ys, label=label, **style)
-    if baseline is not None:
-        ax.axhline(baseline, color="grey", linewidth=1, linestyle=":", label=baseline_label)
-    if log:
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=9)
+def _bandwidth(rows):
+    """GB/s of an entry from the bytes kernelrt's entry at the same size moves (peers move the same)."""
+    traffic = {e["extra_info"]["x"]: e["extra_info"]["bytes"] for e in rows if "bytes" in e["extra_info"]}
+    if not traffic:
+        return None
+    return lambda e: traffic.get(e["extra_info"]["x"], float("nan")) / e["median_s"] / 1e9
+
+
+def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, baseline_label=None):
+    n = len(panels)
+    cols = min(n, 3)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows + 0.6), dpi=110, squeeze=False)
+    for ax, (name, (series, value)) in zip(axes.flat, panels.items()):
+        for label, pts in series.items():
+            xs = [x for x, _ in pts]
+            ys = [v if value is None else value(v) for _, v in pts]
+            style = dict(linewidth=2.6, marker="o", zorder=3) if label == "kernelrt" else dict(linewidth=1.5, marker="s", linestyle="--")
+            ax.plot(xs, ys, label=label, **style)
+        if baseline is not None:
+            ax.axhline(baseline, color="grey", linewidth=1, linestyle=":", label=baseline_label)
+        if log:
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            plain = matplotlib_ticker().FuncFormatter(lambda v, _: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.tick_params(axis="y", which="minor", labelsize=7)
+        ax.set_title(name, fontsize=10)
+        ax.set_xlabel(figs[name][0]["extra_info"].get("x_label", "size"))
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def matplotlib_ticker():
+    import matplotlib.ticker
+
+    return matplotlib.ticker

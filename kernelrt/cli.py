@@ -158,44 +158,34 @@ def _parse_ccs(text: str) -> list[tuple[int, int]]:
     return ccs
 
 
-def builtin_warm_specs() -> dict:
-    """The built-in kernels and signatures: {'cpu': [(kernel, sig)], 'cuda': [...]}."""
-    from .kernels import laplacian, sfap
-
-    specs: dict = {"cpu": [], "cuda": []}
-    for module in (sfap, laplacian):
-        for target, items in module.warm_specs().items():
-            specs[target].extend(items)
-    return specs
-
-
 def _cmd_cache_warm(args, cache) -> int:
-    from .compiler import compile_cuda_offline, ensure_cpu, ensure_cuda
+    from .compiler import compile_cuda_offline
+    from .cpu_backend import CPUBackend
     from .cuda_backend import CUDABackend
+    from .kernels import warm_specs
 
-    specs = builtin_warm_specs()
+    specs = warm_specs()
+    backends = [CPUBackend()]
+    if CUDABackend.check_available():
+        backends.append(CUDABackend())
     results = []
 
     def run(label, fn, *args):
         t0 = time.perf_counter()
         status = fn(*args)
-        status = status[0] if isinstance(status, tuple) else status  # offline: (status, ptx)
-        results.append((label, status))
-        print(f"  {label:70} {status:9} {time.perf_counter() - t0:6.2f} s", flush=True)
+        status = status.status if hasattr(status, "status") else status[0]  # offline: (status, ptx)
+        results.append(status)
+        print(f"  {label:60} {status:9} {time.perf_counter() - t0:6.2f} s", flush=True)
 
     print(f"warming {cache.directory}")
-    for kernel, sig in specs["cpu"]:
-        run(f"{kernel.name} [cpu]", ensure_cpu, kernel, kernel.parse_signature(sig), cache)
-    if CUDABackend.check_available():
-        backend = CUDABackend()
-        cc = backend.compute_capability
-        with backend.activated():
-            for kernel, sig in specs["cuda"]:
-                run(f"{kernel.name} [cuda {cc[0]}.{cc[1]}]", ensure_cuda, kernel, kernel.parse_signature(sig), cc, cache)
+    for backend in backends:
+        where = backend.name if backend.name == "cpu" else f"cuda {backend.compute_capability}"
+        for kernel, sig in specs[backend.name]:
+            run(f"{kernel.name} [{where}]", backend.compile_kernel, kernel, sig)
     for cc in args.cc or []:
         for kernel, sig in specs["cuda"]:
             run(f"{kernel.name} [ptx sm_{cc[0]}{cc[1]}]", compile_cuda_offline, kernel, kernel.parse_signature(sig), cc, cache)
-    compiled = sum(1 for _, s in results if s == "compiled")
+    compiled = results.count("compiled")
     print(f"{len(results)} kernels: {compiled} compiled, {len(results) - compiled} already cached")
     return 0
 
@@ -219,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_cache)
 
     from .bench_cli import add_bench_parser
+    from .kernels.demo import add_demo_parser  # the front end may use the kernel library
 
+    add_demo_parser(sub)
     add_bench_parser(sub)
     return parser
 

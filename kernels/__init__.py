@@ -1,1 +1,24 @@
-"""kernelrt's kernel library (imported as kernelrt.kernels)."""
+"""kernelrt's kernel library, imported as ``kernelrt.kernels``.
+
+* ``kernelrt.kernels.sfap``: MyoGen's single-fibre action potentials (``compute_sfaps``).
+* ``kernelrt.kernels.laplacian``: SpectralBrain's cotangent Laplacian, eigenpairs, HKS/WKS.
+* ``kernelrt.kernels.demo``: what ``kernelrt demo`` runs.
+
+The library uses only kernelrt's public API; importing this package imports nothing else.
+"""
+
+
+def warm_specs() -> dict:
+    """Every built-in kernel with the signatures the drivers launch it with.
+
+    Returns:
+        ``{"cpu": [(kernel, signature), ...], "cuda": [...]}``, what ``kernelrt cache
+        warm`` and ``kernelrt demo`` compile or load.
+    """
+    from . import laplacian, sfap
+
+    specs: dict = {"cpu": [], "cuda": []}
+    for module in (sfap, laplacian):
+        for target, items in module.warm_specs().items():
+            specs[target].extend(items)
+    return specs
