@@ -54,3 +54,25 @@ def test_within_limits_passes():
 def test_kernel_register_limit():
     with pytest.raises(LaunchConfigError, match="register use allows at most 512 threads per block"):
         check_limits(LaunchConfig.of(1, 1024), LIMITS, max_threads_for_kernel=512)
+
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+dims = st.lists(st.integers(min_value=1, max_value=2**20), min_size=1, max_size=3)
+
+
+@given(grid=dims, block=dims, smem=st.integers(min_value=0, max_value=2**20))
+def test_normalisation_properties(grid, block, smem):
+    c = LaunchConfig.of(tuple(grid), tuple(block), smem)
+    assert len(c.grid) == len(c.block) == 3
+    assert c.grid[: len(grid)] == tuple(grid) and set(c.grid[len(grid):]) <= {1}
+    assert c.shape == tuple(g * b for g, b in zip(c.grid, c.block))
+    assert c.ndim == max(len(grid), len(block))
+    assert LaunchConfig.of(tuple(grid), tuple(block), smem) == c
+
+
+@given(bad=st.one_of(st.integers(max_value=0), st.floats(), st.text(max_size=3), st.none()))
+def test_anything_but_positive_ints_is_refused(bad):
+    with pytest.raises(LaunchConfigError):
+        LaunchConfig.of((1, bad), 32)
