@@ -280,12 +280,15 @@ def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, basel
             ax.plot(xs, ys, label=label, **style)
         if baseline is not None:
             ax.axhline(baseline, color="grey", linewidth=1, linestyle=":", label=baseline_label)
+        ax.set_xscale("log")  # sizes span decades
         if log:
-            ax.set_xscale("log")
             ax.set_yscale("log")
-            plain = matplotlib_ticker().FuncFormatter(lambda v, _: f"{v:g}")
+            ticker = matplotlib_ticker()
+            plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
             ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain)
+            low, high = ax.get_ylim()
+            # Label the minor ticks only when the axis spans less than a decade.
+            ax.yaxis.set_minor_formatter(plain if high / low < 10 else ticker.NullFormatter())
             ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(figs[name][0]["extra_info"].get("x_label", "size"))
