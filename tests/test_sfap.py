@@ -27,23 +27,10 @@ from kernelrt.kernels.sfap_reference import (
     reference_sfaps,
     shift_padding,
 )
-from testlib import DATA, requires_nvrtc
+from sfap_cases import GOLDEN, TOL, golden_inputs
+from testlib import requires_nvrtc
 
 from kernelrt import DeviceMemoryError
-
-GOLDEN = sorted((DATA / "sfap").glob("sfap_*.npz"))
-TOL = 1e-12
-
-
-def golden_inputs(path):
-    g = np.load(path)
-    kwargs = {
-        "fibre_xy": g["fibre_xy"], "fibre_diameter": g["fibre_diam"], "fibre_cv": g["fibre_cv"],
-        "nmj_z": g["nmj_z"], "fibre_ends": np.stack([g["left_end"], g["right_end"]], axis=1),
-        "nerve_paths": g["nerve_paths"], "branch_cv": g["nmj_branch_cv"], "electrodes": g["electrodes"],
-        "dt": float(g["dt"]), "dz": float(g["dz"]),
-    }
-    return kwargs, g
 
 
 def make_case(nf=3, ne=2, dz=0.1, length=20.0, seed=0, cv=(4000.0, 300.0)):
