@@ -8,7 +8,9 @@ per-key lock (other processes wait, then load) and stored.
 
 What is stored is numba's own serialised form: ``CompileResult._reduce()`` on the CPU
 (what numba's ``cache=True`` writes) and ``_Kernel._reduce_states()`` for CUDA (LLVM IR,
-PTX and, when compiled on a device, the cubin). Dispatchers have compilation disabled
+PTX and, when compiled on a device, the cubin). The driver version is not in the key,
+so offline-built PTX serves every driver; a cubin linked by another driver is dropped
+on load and the PTX linked again. Dispatchers have compilation disabled
 after each overload is added, so a launch with new argument types fails fast in numba's
 C dispatcher and comes back here instead of compiling behind the cache's back.
 
@@ -187,7 +189,7 @@ def _try_load(disk, key: str, load) -> bool:
         version, state = pickle.loads(payload)
         if version != _PAYLOAD_VERSION:
             raise ValueError(f"payload version {version}")
-        load(state)
+        load(state, meta)
     except Exception as e:  # written by an incompatible numba, or damaged: recompile
         config.logger.debug("cache entry %s unusable (%s); recompiling", key[:12], e)
         disk._reject(key, f"unloadable: {e}")
@@ -235,7 +237,7 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
             raise TypeError("uses dynamic globals or lifted loops")
         return cres._reduce()
 
-    def load(state):
+    def load(state, meta):
         disp.targetctx.refresh()  # as numba's own cache does before rebuilding
         cres = compiler.CompileResult._rebuild(disp.targetctx, *state)
         disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
@@ -278,7 +280,9 @@ def _cuda_key_meta(kernel, disp, argtypes, cc):
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
     key, _ = _key(kernel, disp.py_func, tuple(argtypes), target, toolchain_versions("cuda"))
-    return key, {"kernel": kernel.qualname, "target": target, "signature": str(tuple(argtypes))}
+    meta = {"kernel": kernel.qualname, "target": target, "signature": str(tuple(argtypes)),
+            "driver": _driver_version()}  # the driver that linked the cubin, if any
+    return key, meta
 
 
 def _dump_cuda(kern):
@@ -286,12 +290,25 @@ def _dump_cuda(kern):
 
 
 def _loader_cuda(disp, argtypes):
-    def load(state):
+    def load(state, meta):
         from numba.cuda.dispatcher import _Kernel
 
-        disp.add_overload(_Kernel._rebuild(**state), tuple(argtypes))
+        kern = _Kernel._rebuild(**state)
+        if meta.get("driver") != _driver_version():
+            # The cubin was linked by another driver's PTX JIT: keep the PTX (the key
+            # covers it) and link again here rather than trust that binary.
+            kern._codelibrary._cubin_cache.clear()
+            kern._codelibrary._linkerinfo_cache.clear()
+        disp.add_overload(kern, tuple(argtypes))
 
     return load
+
+
+def _driver_version():
+    from .devices import probe
+
+    version = probe().driver_version
+    return list(version) if version else None
 
 
 def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str, str]:

@@ -293,3 +293,26 @@ def test_key_ignores_set_order_and_sees_intrinsics():
 
     src = "def f(x):\n    return op(x)\n"
     assert _fingerprint_of(src, op=make(2.0)) != _fingerprint_of(src, op=make(3.0))
+
+
+def test_cubin_from_another_driver_is_dropped_on_load(cache_dir):
+    from testlib import nvrtc_available
+
+    if not nvrtc_available():
+        pytest.skip("needs NVRTC")
+    from kernelrt import compiler
+
+    kernel = axpy.copy()
+    sig = kernel.parse_signature("float64[::1], float64[::1], float64[::1], float64")
+    kernelrt.compile_ptx(kernel, "float64[::1], float64[::1], float64[::1], float64", cc=(8, 0))
+    state = compiler.cuda_dispatcher(kernel, (8, 0)).overloads[sig]._reduce_states()
+    state["codelibrary"]._cubin_cache[(8, 0, "")] = b"cubin linked by another driver"
+    target = kernel.copy()
+    disp = compiler.cuda_dispatcher(target, (8, 0))
+    compiler._loader_cuda(disp, sig)(state, {"driver": [999, 0]})
+    assert disp.overloads[sig]._codelibrary._cubin_cache == {}
+    state["codelibrary"]._cubin_cache[(8, 0, "")] = b"cubin linked by this driver"
+    again = kernel.copy()
+    disp2 = compiler.cuda_dispatcher(again, (8, 0))
+    compiler._loader_cuda(disp2, sig)(state, {"driver": compiler._driver_version()})
+    assert disp2.overloads[sig]._codelibrary._cubin_cache
