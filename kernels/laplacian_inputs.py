@@ -38,11 +38,17 @@ def _as_real_array(a, name: str) -> np.ndarray:
     return arr
 
 
+def _as_coordinates(a, name: str) -> np.ndarray:
+    """Real, non-boolean numbers (coordinates; booleans are a mistake, not 0/1 positions)."""
+    arr = _as_real_array(a, name)
+    if arr.dtype.kind == "b":
+        raise TypeError(f"{name} must hold real numbers (got dtype bool)")
+    return arr
+
+
 def check_vertices(vertices, name: str = "vertices") -> np.ndarray:
     """``vertices`` as a writeable C-contiguous float64 (N, 3) array, N >= 1, all finite."""
-    v = _as_real_array(vertices, name)
-    if v.dtype.kind == "b":
-        raise TypeError(f"{name} must hold real numbers (got dtype bool)")
+    v = _as_coordinates(vertices, name)
     if v.ndim != 2 or v.shape[1] != 3:
         raise ValueError(f"{name} must have shape (N, 3) (got shape {v.shape})")
     if v.shape[0] == 0:
@@ -58,9 +64,7 @@ def check_vertices(vertices, name: str = "vertices") -> np.ndarray:
 
 def check_vertex_batch(vertices, n_vertices: int, name: str = "vertices") -> np.ndarray:
     """A cohort's vertices as a C-contiguous float64 (S, N, 3) array with N = ``n_vertices``."""
-    v = _as_real_array(vertices, name)
-    if v.dtype.kind == "b":
-        raise TypeError(f"{name} must hold real numbers (got dtype bool)")
+    v = _as_coordinates(vertices, name)
     if v.ndim != 3 or v.shape[2] != 3:
         raise ValueError(f"{name} must have shape (S, N, 3) for S subjects (got shape {v.shape})")
     if v.shape[0] == 0:
