@@ -126,5 +126,7 @@ def _check_against(kernel, name, a, got, want) -> None:
             raise KernelArgumentError(f"{where} must be a {want} scalar (got {describe(a)})")
         if isinstance(want, nbt.Integer) and isinstance(got, nbt.Float):
             raise KernelArgumentError(f"{where} must be an integer ({want}) (got float {a!r})")
+        if isinstance(want, nbt.Integer) and not want.minval <= int(a) <= want.maxval:
+            raise KernelArgumentError(f"{where} must fit in {want} [{want.minval}, {want.maxval}] (got {a!r})")
     elif got != want:
         raise KernelArgumentError(f"{where} must be {want} (got {got})")

@@ -4,15 +4,17 @@ One numba dispatcher exists per (kernel, target) per process; its overloads are 
 in-memory cache. A missing overload is looked up in the disk cache by a key built from
 the kernel's code and everything it reads (cache_key.py), the argument types, the
 options, the target and the toolchain versions; otherwise it is compiled once under a
-per-key lock (other processes wait, then load) and stored.
+per-key lock (other processes wait, then load) and stored. The backends install their
+own ``_compile_for_args`` on each dispatcher (the method numba's C dispatcher calls
+when no overload matches the arguments exactly), so numba never compiles behind the
+cache's back and a new argument type is checked, with a clear error, before anything
+compiles or runs.
 
 What is stored is numba's own serialised form: ``CompileResult._reduce()`` on the CPU
 (what numba's ``cache=True`` writes) and ``_Kernel._reduce_states()`` for CUDA (LLVM IR,
 PTX and, when compiled on a device, the cubin). The driver version is not in the key,
 so offline-built PTX serves every driver; a cubin linked by another driver is dropped
-on load and the PTX linked again. Dispatchers have compilation disabled
-after each overload is added, so a launch with new argument types fails fast in numba's
-C dispatcher and comes back here instead of compiling behind the cache's back.
+on load and the PTX linked again.
 
 CUDA kernels can also be compiled with no device present (``compile_cuda_offline``),
 for ``kernelrt cache warm --cc 80,90`` and the PTX test layer: numba-cuda asks the
@@ -34,6 +36,7 @@ from .kernel_def import Kernel
 
 __all__ = [
     "cpu_dispatcher",
+    "cpu_entry_types",
     "cuda_dispatcher",
     "ensure_cpu",
     "ensure_cuda",
@@ -98,9 +101,7 @@ def cpu_dispatcher(kernel: Kernel):
         entry = _entry_functions(kernel, "cpu")
         # A twin is parallel only if it asks for it (prange); generated loops always do.
         parallel = kernel.kind == "thread" or "prange" in entry.__code__.co_names
-        disp = numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"])(entry)
-        disp._can_compile = False  # disable_compile() refuses before the first overload
-        return disp
+        return numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"])(entry)
 
     return _dispatcher(kernel, "cpu", make)
 
@@ -111,10 +112,7 @@ def cuda_dispatcher(kernel: Kernel, cc):
     def make():
         from numba import cuda
 
-        disp = cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"])
-        if not config.simulator_enabled():
-            disp._can_compile = False  # disable_compile() refuses before the first overload
-        return disp
+        return cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"])
 
     return _dispatcher(kernel, f"cuda:{cc[0]}.{cc[1]}", make)
 
@@ -138,11 +136,18 @@ def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> t
 # -- the shared miss path -------------------------------------------------------------------
 
 
-def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load) -> str:
-    """Load ``key`` from disk or compile it once across processes; returns 'disk' or 'compiled'."""
+def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load, present) -> str:
+    """Load ``key`` from disk or compile it once across processes and threads.
+
+    Returns 'disk', 'compiled', or 'memory' when another thread of this process added
+    the overload while this one waited for the key (adding it twice would make numba's
+    dispatch ambiguous).
+    """
     with _registry_lock:
         key_lock = _key_locks.setdefault(key, threading.Lock())
     with key_lock:
+        if present():
+            return "memory"
         if _try_load(disk, key, load):
             return "disk"
         with disk.lock(key):
@@ -200,27 +205,15 @@ def _try_load(disk, key: str, load) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _compiling(dispatcher):
-    dispatcher._can_compile = True
-    try:
-        yield
-    finally:
-        dispatcher._can_compile = False
-
-
 # -- CPU ------------------------------------------------------------------------------------
 
 
 def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
     """Make sure the CPU dispatcher has an overload for ``argtypes`` (user arguments)."""
-    from numba.core import compiler, types as nbtypes
+    from numba.core import compiler
 
     disp = cpu_dispatcher(kernel)
-    if kernel.kind == "thread":
-        full = (nbtypes.int64,) * codegen.cpu_index_arity(kernel.ndim) + tuple(argtypes)
-    else:
-        full = _twin_types(argtypes)
+    full = cpu_entry_types(kernel, argtypes)
     if full in disp.overloads:
         disk.record(memory_hits=1)
         return "memory"
@@ -228,8 +221,7 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
     key, _ = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"))
 
     def compile_fn():
-        with _compiling(disp):
-            disp.compile(full)
+        disp.compile(full)
         return disp.overloads[full]
 
     def dump(cres):
@@ -244,13 +236,16 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
         disp.add_overload(cres)
 
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(full)}
-    return _through_cache(disk, key, meta, compile_fn, dump, load)
+    return _through_cache(disk, key, meta, compile_fn, dump, load, lambda: full in disp.overloads)
 
 
-def _twin_types(argtypes):
+def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
+    """The CPU entry's numba types: the leading index (or grid, block) arguments + ``argtypes``."""
     from numba.core import types as nbtypes
 
-    dims = nbtypes.UniTuple(nbtypes.int64, 3)
+    if kernel.kind == "thread":
+        return (nbtypes.int64,) * codegen.cpu_index_arity(kernel.ndim) + tuple(argtypes)
+    dims = nbtypes.UniTuple(nbtypes.int64, 3)  # a twin's grid and block
     return (dims, dims) + tuple(argtypes)
 
 
@@ -267,13 +262,13 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
         return "memory"
 
     def compile_fn():
-        with _compiling(disp):
-            disp.compile(tuple(argtypes))
+        disp.compile(tuple(argtypes))
         kern = disp.overloads[tuple(argtypes)]
         kern._codelibrary.get_cubin()  # link now, so the entry carries the cubin too
         return kern
 
-    return _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda, _loader_cuda(disp, argtypes))
+    return _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda,
+                          _loader_cuda(disp, argtypes), lambda: tuple(argtypes) in disp.overloads)
 
 
 def _cuda_key_meta(kernel, disp, argtypes, cc):
@@ -294,6 +289,7 @@ def _loader_cuda(disp, argtypes):
         from numba.cuda.dispatcher import _Kernel
 
         kern = _Kernel._rebuild(**state)
+        kern.objectmode = False  # _rebuild omits it; numba's dispatch reads it (nopython_signatures)
         if meta.get("driver") != _driver_version():
             # The cubin was linked by another driver's PTX JIT: keep the PTX (the key
             # covers it) and link again here rather than trust that binary.
@@ -331,7 +327,8 @@ def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str
             disp.add_overload(kern, argtypes)
             return kern
 
-        status = _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda, _loader_cuda(disp, argtypes))
+        status = _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda,
+                                _loader_cuda(disp, argtypes), lambda: argtypes in disp.overloads)
     with _pretend_device(cc):
         ptx = disp.overloads[argtypes]._codelibrary.get_asm_str(cc=arch)
     return status, ptx
@@ -349,7 +346,10 @@ def _pretend_device(cc):
     device = types.SimpleNamespace(compute_capability=tuple(cc[:2]), id=-1)
     context = types.SimpleNamespace(device=device)
     fake_devices = types.SimpleNamespace(get_context=lambda devnum=None: context)
-    with _pretend_lock:
+    from numba.cuda.core.compiler_lock import global_compiler_lock
+
+    # Under numba-cuda's compiler lock: no compilation in another thread sees the patch.
+    with _pretend_lock, global_compiler_lock:
         saved = cuda_dispatch_mod.get_current_device, cuda_codegen.devices
         cuda_dispatch_mod.get_current_device = lambda: device
         cuda_codegen.devices = fake_devices

@@ -17,7 +17,7 @@ import numpy as np
 
 from .arguments import check_kernel_arguments, is_device_array
 from .backend import Backend, CompiledKernel
-from .compiler import cpu_dispatcher, ensure_cpu
+from .compiler import cpu_dispatcher, cpu_entry_types, ensure_cpu
 from .devices import Availability, CudaFacts, cpu_name
 from .disk_cache import disk_cache_for
 from .errors import BackendMismatchError
@@ -122,8 +122,18 @@ class CPUBackend(Backend):
                 f"register one with @{kernel.name}.cpu or launch it on a CUDABackend"
             )
         disp = cpu_dispatcher(kernel)
+        # numba calls _compile_for_args when no overload matches the arguments exactly:
+        # answer with a checked load-or-compile through the cache. (The dispatcher is per
+        # process; the backend prepared last provides the cache.)
+        lead = len(cpu_entry_types(kernel, ()))
+        disp._compile_for_args = functools.partial(self._compile_for_args, kernel, disp, lead)
         self._dispatchers[kernel] = disp
         return disp
+
+    def _compile_for_args(self, kernel, disp, lead, *args, **kws):
+        argtypes = check_kernel_arguments(kernel, args[lead:], backend=self.name, typeof=_typeof)
+        ensure_cpu(kernel, argtypes, self.cache)
+        return disp.overloads[cpu_entry_types(kernel, argtypes)].entry_point
 
     def compile_kernel(self, func, signature=None) -> CompiledKernel:
         kernel = self._kernel_of(func)
@@ -136,13 +146,16 @@ class CPUBackend(Backend):
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)
-            launch = self._launchers[kernel, grid, block, shared_mem]
+            launch, k = self._launchers[kernel, grid, block, shared_mem]
         except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
-            launch = self._launcher(kernel, grid, block, shared_mem, args)
+            launch, k = self._launcher(kernel, grid, block, shared_mem, args)
         try:
             launch(*args)
-        except (TypeError, ValueError) as first_error:
-            self._launch_slow(self._kernel_of(kernel), launch, args, first_error)
+        except (TypeError, ValueError):
+            # numba refused the call (argument count, an array it cannot unbox such as a
+            # device array): say which argument and why; otherwise it is the kernel's own.
+            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
+            raise
 
     def _launcher(self, kernel, grid, block, shared_mem, args):
         """Validate a launch configuration; memoise the dispatcher with its leading arguments."""
@@ -160,17 +173,8 @@ class CPUBackend(Backend):
             check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
         elif type(kernel) is Kernel:
             with contextlib.suppress(TypeError):
-                self._launchers[kernel, grid, block, shared_mem] = launch
-        return launch
-
-    def _launch_slow(self, kernel, launch, args, first_error) -> None:
-        """New argument types, or arguments numba refused: explain or compile, then run."""
-        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
-        status = ensure_cpu(kernel, argtypes, self.cache)
-        if status == "memory":
-            # Already compiled for these types, so the error came from the kernel itself.
-            raise first_error
-        launch(*args)
+                self._launchers[kernel, grid, block, shared_mem] = (launch, k)
+        return launch, k
 
 
 def _typeof(value):

@@ -1,9 +1,10 @@
 """CUDABackend: one CUDA device, its memory, streams and kernel launches.
 
 Each backend owns one device. Every operation enters that device with
-``_activated()``, which pushes its primary context on the calling thread's stack and
-pops it afterwards (also on errors), so several backends, one per device and thread,
-never fight over the "current device". The device's compute capability and launch
+``_activated()`` (``_DeviceScope``): it makes the device's primary context current on
+the calling thread and, if another device was current, restores that one afterwards
+(also on errors), so several backends, one per device and thread, never fight over the
+"current device". The device's compute capability and launch
 limits are read once, when the backend is made.
 
 A launch is checked before it runs: the kernel's ``min_cc`` against the device, the
@@ -15,11 +16,13 @@ slow path, which checks them against the signature and compiles through the cach
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import weakref
 
 import numpy as np
 
+from . import config
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
 from .backend import Backend, CompiledKernel
 from .compiler import cuda_dispatcher, ensure_cuda
@@ -48,6 +51,13 @@ def active_devices() -> tuple[int, ...]:
     return tuple(getattr(_tls, "stack", ()))
 
 
+def _wait_for(d) -> None:
+    """Wait for the stream a numba device array is bound to (0: the copy was synchronous)."""
+    stream = getattr(d, "stream", 0)
+    if stream:
+        stream.synchronize()
+
+
 def _device_of(a) -> int | None:
     """The device ordinal an array lives on (numba or CuPy arrays), if it can tell."""
     gpu_data = getattr(a, "gpu_data", None)
@@ -60,15 +70,19 @@ def _device_of(a) -> int | None:
 
 
 class _DeviceScope:
-    """Makes a device current on this thread and restores the previous one on exit.
+    """Makes a device current on this thread for an operation, then restores the previous one.
 
-    numba's ``gpus[i]`` pushes the device's primary context on the thread's CUDA context
-    stack and pops it on exit, also on errors; the thread-local list mirrors it so that
-    ``active_devices()`` can tell which backends are active. A class, not a generator,
-    because it wraps every launch.
+    If the thread's current CUDA context is already this device's, nothing is pushed. If
+    another device's is current, this device's primary context is pushed and popped on
+    exit (also on errors), so the other device is current again. If none was current,
+    this device's context stays current afterwards, as numba's own model does: events,
+    deferred frees and numba calls made outside a backend operation then find a context
+    (and it is the device this thread works on, not device 0). The thread-local list
+    records which backends are active, for ``active_devices()``. A class, not a
+    generator, because it wraps every launch.
     """
 
-    __slots__ = ("device_id", "_gpu")
+    __slots__ = ("device_id", "_gpu", "_pop")
 
     def __init__(self, device_id: int):
         self.device_id = device_id
@@ -77,14 +91,28 @@ class _DeviceScope:
         from numba import cuda
 
         self._gpu = cuda.gpus[self.device_id]
-        self._gpu.__enter__()
+        current = _current_device()
+        self._pop = current is not None and current != self.device_id
+        if current != self.device_id:
+            self._gpu.__enter__()  # pushes (and creates on first use) the primary context
         _tls.__dict__.setdefault("stack", []).append(self.device_id)
         return self
 
     def __exit__(self, *exc):
         _tls.stack.pop()
-        self._gpu.__exit__(*exc)
+        if self._pop:
+            self._gpu.__exit__(*exc)
         return False
+
+
+def _current_device() -> int | None:
+    """The device of the calling thread's current CUDA context, or None (one driver query)."""
+    if config.simulator_enabled():
+        return None  # the simulator's contexts are no-ops: always "push"
+    from numba.cuda.cudadrv.driver import driver
+
+    with driver.get_active_context() as active:
+        return active.devnum
 
 
 class CUDABackend(Backend):
@@ -106,6 +134,8 @@ class CUDABackend(Backend):
         self._simulated = avail.code == "simulator"
         self._dispatchers: dict[Kernel, object] = {}
         self._launchers: dict[tuple, tuple] = {}
+        self._big_smem: set = set()  # kernels launched with > 48 KiB of dynamic shared memory
+        self._opted_in: set[int] = set()  # overloads already allowed the device's shared memory
         self._staging = None
         self._staging_event = None
         self._staging_lock = threading.Lock()
@@ -195,15 +225,20 @@ class CUDABackend(Backend):
         self._check_on_this_device(a, "a")
         with self._activated():
             d = a if getattr(a, "__cuda_ndarray__", False) else cuda.as_cuda_array(a)
-            if stream is not None:
+            if stream is not None and d.is_c_contiguous():
                 out = cuda.pinned_array(d.shape, d.dtype)
                 d.copy_to_host(out, stream=stream)
                 return out
             if d.nbytes < PINNED_STAGING_BYTES or not d.is_c_contiguous():
-                return d.copy_to_host()
+                out = d.copy_to_host()
+                _wait_for(d)
+                return out
             with self._staging_lock:
                 staged = self._stage(d.nbytes)[: d.nbytes].view(d.dtype).reshape(d.shape)
+                # An array made with a stream copies on that stream, asynchronously into
+                # pinned memory: wait before the host reads the buffer.
                 d.copy_to_host(staged)
+                _wait_for(d)
                 return staged.copy()
 
     def _stage(self, nbytes: int):
@@ -253,7 +288,9 @@ class CUDABackend(Backend):
         from numba import cuda
 
         with self._activated():
-            cuda.current_context().deallocations.clear()
+            ctx = cuda.current_context()
+            ctx.memory_manager.deallocations.clear()  # deferred frees of device and pinned memory
+            ctx.deallocations.clear()  # streams, events, modules
 
     def stream(self):
         from numba import cuda
@@ -289,8 +326,20 @@ class CUDABackend(Backend):
                 f"{self.device_id}: {self.device_name})"
             )
         disp = cuda_dispatcher(kernel, self.compute_capability)
+        if not self._simulated:
+            # numba calls _compile_for_args when no overload matches the arguments exactly:
+            # answer with a checked load-or-compile through the cache, on this device.
+            disp._compile_for_args = functools.partial(self._compile_for_args, kernel, disp)
         self._dispatchers[kernel] = disp
         return disp
+
+    def _compile_for_args(self, kernel, disp, *args, **kws):
+        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
+        with self._activated():
+            ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
+            if kernel in self._big_smem:
+                self._opt_in_shared_mem(disp)
+        return disp.overloads[tuple(argtypes)]
 
     def compile_kernel(self, func, signature=None) -> CompiledKernel:
         kernel = self._kernel_of(func)
@@ -317,8 +366,10 @@ class CUDABackend(Backend):
         with self._activated():
             try:
                 disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
-            except (TypeError, ValueError, RuntimeError) as first_error:
-                self._launch_slow(k, disp, cfg, stream, args, first_error)
+            except TypeError:
+                # numba refused the call (e.g. the argument count): name the argument, or re-raise
+                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
+                raise
 
     def _launcher(self, kernel, grid, block, shared_mem):
         """Check a kernel and launch configuration once; memoise what launches need."""
@@ -326,33 +377,34 @@ class CUDABackend(Backend):
         cfg = LaunchConfig.of(grid, block, shared_mem)
         disp = self._dispatchers.get(k) or self._prepare(k)
         check_limits(cfg, self.limits)
-        if not self._simulated:
+        if cfg.shared_mem > _DEFAULT_SMEM and not self._simulated:
+            self._big_smem.add(k)
             with self._activated():
-                self._opt_in_shared_mem(disp, cfg.shared_mem)
+                self._opt_in_shared_mem(disp)
         entry = (k, disp, cfg, self._simulated or getattr(kernel, "argtypes", None) is not None)
         if type(kernel) is Kernel:
             with contextlib.suppress(TypeError):
                 self._launchers[kernel, grid, block, shared_mem] = entry
         return entry
 
-    def _launch_slow(self, kernel, disp, cfg, stream, args, first_error) -> None:
-        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
-        status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
-        if status in ("memory", "simulator"):
-            raise first_error  # the kernel was ready: the error is the kernel's own
-        self._opt_in_shared_mem(disp, cfg.shared_mem)
-        disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
+    def _opt_in_shared_mem(self, disp) -> None:
+        """Let every compiled overload use all the shared memory the device allows (sm_70+).
 
-    def _opt_in_shared_mem(self, disp, nbytes: int) -> None:
-        """Let compiled kernels use more than 48 KiB of dynamic shared memory (sm_70+)."""
-        if self._simulated or nbytes <= _DEFAULT_SMEM:
-            return
+        Dynamic shared memory above 48 KiB needs a per-kernel attribute; it is set once per
+        overload, to the device's opt-in limit minus the kernel's static shared memory,
+        so a later, smaller request never lowers it. Call inside ``_activated()``.
+        """
         from numba.cuda.cudadrv.driver import binding, driver
 
         attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        for kern in disp.overloads.values():
+        for kern in list(disp.overloads.values()):
+            if id(kern) in self._opted_in:
+                continue
             cufunc = kern._codelibrary.get_cufunc()
-            driver.cuFuncSetAttribute(cufunc.handle, attr, nbytes)
+            room = self.limits.max_shared_mem_per_block_optin - cufunc.attrs.shared
+            # numba-cuda loads kernels as CUkernel handles: set the attribute per device.
+            driver.cuKernelSetAttribute(attr, room, cufunc.handle, self.device_id)
+            self._opted_in.add(id(kern))
 
 
 def _typeof(value):

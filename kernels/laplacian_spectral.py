@@ -17,6 +17,8 @@ Owns the spectral layer on top of (L, m):
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 
 import numpy as np
@@ -114,7 +116,8 @@ def eigenpairs(
     if method == "dense":
         if (sigma, which, tol, maxiter) != (-0.01, "LM", 0.0, None):
             logger.warning("eigenpairs: sigma/which/tol/maxiter are ignored by the dense method")
-        evals, evecs = _dense(L, m, k, cp)
+        with be.activated() if be.name == "cuda" else contextlib.nullcontext():  # CuPy on the backend's device
+            evals, evecs = _dense(L, m, k, cp)
     else:
         evals, evecs = _shift_invert(L, m, k, sigma, which, tol, maxiter)
     order = np.argsort(evals)

@@ -53,12 +53,15 @@ def heat_step(r, data, indices, indptr, mass, tau, u, out):
 
 @kernelrt.cuda_kernel
 def csr_matmat(data, indices, indptr, X, Y):
-    q, r = cuda.grid(2)
-    if r < Y.shape[0] and q < Y.shape[1]:
-        acc = 0.0
-        for s in range(indptr[r], indptr[r + 1]):
-            acc += data[s] * X[indices[s], q]
-        Y[r, q] = acc
+    # Columns on x (a warp reads one row of X), rows on y with a grid-stride loop: the
+    # grid's y dimension stops at 65,535 blocks (_geometry caps it).
+    q, r0 = cuda.grid(2)
+    if q < Y.shape[1]:
+        for r in range(r0, Y.shape[0], cuda.gridDim.y * cuda.blockDim.y):
+            acc = 0.0
+            for s in range(indptr[r], indptr[r + 1]):
+                acc += data[s] * X[indices[s], q]
+            Y[r, q] = acc
 
 
 @csr_matmat.cpu
@@ -78,12 +81,13 @@ def _csr_matmat_cpu(grid, block, data, indices, indptr, X, Y):
 
 @kernelrt.cuda_kernel
 def heat_step_block(data, indices, indptr, mass, tau, U, out):
-    q, r = cuda.grid(2)
-    if r < out.shape[0] and q < out.shape[1]:
-        acc = 0.0
-        for s in range(indptr[r], indptr[r + 1]):
-            acc += data[s] * U[indices[s], q]
-        out[r, q] = U[r, q] - tau * (acc / mass[r])
+    q, r0 = cuda.grid(2)  # as csr_matmat: rows in a grid-stride loop
+    if q < out.shape[1]:
+        for r in range(r0, out.shape[0], cuda.gridDim.y * cuda.blockDim.y):
+            acc = 0.0
+            for s in range(indptr[r], indptr[r + 1]):
+                acc += data[s] * U[indices[s], q]
+            out[r, q] = U[r, q] - tau * (acc / mass[r])
 
 
 @heat_step_block.cpu
@@ -101,13 +105,16 @@ def _heat_step_block_cpu(grid, block, data, indices, indptr, mass, tau, U, out):
             out[r, q] = U[r, q] - tau * (out[r, q] / mass[r])
 
 
+MAX_GRID_Y = 65535  # CUDA's limit on grid.y; the kernels loop over the rows beyond it
+
+
 def _geometry(n_rows: int, k: int):
     """(grid, block) for the 2-D (column, row) index space, 128 threads per block."""
     bx = 1
     while bx < k and bx < 32:
         bx *= 2
     by = 128 // bx
-    return (blocks(k, bx), blocks(n_rows, by)), (bx, by)
+    return (blocks(k, bx), min(blocks(n_rows, by), MAX_GRID_Y)), (bx, by)
 
 
 def _csr_parts(L):

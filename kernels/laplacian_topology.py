@@ -253,8 +253,11 @@ class MeshTopology:
         import cupyx.scipy.sparse as csp
 
         with be.activated():
+            # Copies of the cached pattern: cupyx may sort or deduplicate in place, which
+            # must not reach the tables later assemblies use.
             L = csp.csr_matrix(
-                (cp.asarray(vals), cp.asarray(indices), cp.asarray(indptr)), shape=(self.n_vertices,) * 2
+                (cp.asarray(vals), cp.asarray(indices).copy(), cp.asarray(indptr).copy()),
+                shape=(self.n_vertices,) * 2,
             )
             return L, cp.asarray(mass)
 

@@ -262,3 +262,33 @@ def test_kernel_exceptions_are_not_retried(cpu):
     with pytest.raises(ValueError, match="negative input"):
         cpu.launch_kernel(fails_once_compiled, 1, 1, calls, -np.ones(1))
     assert calls[0] == 2.0  # the failing launch ran exactly once
+
+
+@kernelrt.kernel(signature="int32[::1], int32")
+def fill_int32(i, out, v):
+    if i < out.shape[0]:
+        out[i] = v
+
+
+def test_declared_integers_are_range_checked_not_wrapped(cpu):
+    out = np.zeros(4, np.int32)
+    cpu.launch_kernel(fill_int32, 1, 4, out, 7)
+    assert (out == 7).all()
+    with pytest.raises(KernelArgumentError, match=r"argument 'v' of 'fill_int32' must fit in int32 .* \(got 1099511627776\)"):
+        cpu.launch_kernel(cpu.compile_kernel(fill_int32), 1, 4, out, 2**40)
+    assert (out == 7).all()
+
+
+def test_new_argument_types_compile_exactly(cpu):
+    # Once an overload exists, another argument type compiles its own (numba's exact-match
+    # rule), never reuses the first through a lossy conversion.
+    @kernelrt.kernel
+    def store(i, out, v):
+        if i < out.shape[0]:
+            out[i] = v
+
+    out = np.zeros(2)
+    cpu.launch_kernel(store, 1, 2, out, 3)  # int64 scalar
+    cpu.launch_kernel(store, 1, 2, out, 2.5)  # float64 scalar: a second overload
+    assert (out == 2.5).all()
+    assert len(cpu._dispatchers[store].overloads) == 2

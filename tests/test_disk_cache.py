@@ -316,3 +316,26 @@ def test_cubin_from_another_driver_is_dropped_on_load(cache_dir):
     disp2 = compiler.cuda_dispatcher(again, (8, 0))
     compiler._loader_cuda(disp2, sig)(state, {"driver": compiler._driver_version()})
     assert disp2.overloads[sig]._codelibrary._cubin_cache
+
+
+def test_threads_compiling_one_kernel_at_once_add_one_overload(cpu):
+    import threading
+
+    kernel = axpy.copy()
+    sig = "float64[::1], float64[::1], float64[::1], float64"
+    barrier, statuses = threading.Barrier(6), []
+
+    def worker():
+        barrier.wait()
+        statuses.append(cpu.compile_kernel(kernel, sig).status)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == ["compiled"] + ["memory"] * 5
+    assert len(cpu._dispatchers[kernel].overloads) == 1
+    out = np.zeros(4)
+    cpu.launch_kernel(kernel, 1, 4, out, np.ones(4), np.ones(4), 2.0)  # dispatch is not ambiguous
+    assert (out == 3.0).all()
