@@ -22,7 +22,16 @@ from pathlib import Path
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
 SUITES = ("launch", "cache", "sfap", "laplacian")
-REPO = Path(__file__).resolve().parents[1]
+def _find_repo() -> Path:
+    """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
+    candidates = [os.environ.get("KERNELRT_REPO"), os.getcwd(), Path(__file__).resolve().parents[1]]
+    for c in candidates:
+        if c and (Path(c) / "bench" / "bench_launch.py").is_file():
+            return Path(c).resolve()
+    return Path(__file__).resolve().parents[1]
+
+
+REPO = _find_repo()
 
 
 def add_bench_parser(sub) -> None:

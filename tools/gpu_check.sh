@@ -12,6 +12,9 @@
 # without a GPU: a dry run of this script). If $OUT is set, results are copied there too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Python puts the working directory first on sys.path for `-c` and `-m`; here that is the
+# source tree, whose kernelrt/ lacks kernelrt.kernels. Import the installed copy instead.
+export PYTHONSAFEPATH=1 KERNELRT_REPO="$PWD"
 PY=${PYTHON:-python3}
 RESULTS=${KERNELRT_RESULTS_DIR:-bench/results}
 SITE=${KERNELRT_SITE:-/tmp/kernelrt-site}
