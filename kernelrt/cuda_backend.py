@@ -22,10 +22,10 @@ import weakref
 
 import numpy as np
 
-from . import config
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
 from .backend import Backend, CompiledKernel
 from .compiler import cuda_dispatcher, ensure_cuda
+from .cuda_context import DeviceScope
 from .devices import classify, probe
 from .disk_cache import disk_cache_for
 from .errors import (
@@ -37,18 +37,12 @@ from .kernel_def import Kernel
 from .launch import DeviceLimits, LaunchConfig, check_limits
 from .memory import host_memory_info
 
-__all__ = ["CUDABackend", "active_devices"]
+__all__ = ["CUDABackend"]
 
 PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer
 _DEFAULT_SMEM = 48 * 1024  # dynamic shared memory above this needs a per-kernel opt-in
 
-_tls = threading.local()
 _adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def active_devices() -> tuple[int, ...]:
-    """The devices the calling thread has entered through backends, innermost last."""
-    return tuple(getattr(_tls, "stack", ()))
 
 
 def _wait_for(d) -> None:
@@ -67,52 +61,6 @@ def _device_of(a) -> int | None:
     device = getattr(a, "device", None)
     dev_id = getattr(device, "id", None)
     return dev_id if isinstance(dev_id, int) else None
-
-
-class _DeviceScope:
-    """Makes a device current on this thread for an operation, then restores the previous one.
-
-    If the thread's current CUDA context is already this device's, nothing is pushed. If
-    another device's is current, this device's primary context is pushed and popped on
-    exit (also on errors), so the other device is current again. If none was current,
-    this device's context stays current afterwards, as numba's own model does: events,
-    deferred frees and numba calls made outside a backend operation then find a context
-    (and it is the device this thread works on, not device 0). The thread-local list
-    records which backends are active, for ``active_devices()``. A class, not a
-    generator, because it wraps every launch.
-    """
-
-    __slots__ = ("device_id", "_gpu", "_pop")
-
-    def __init__(self, device_id: int):
-        self.device_id = device_id
-
-    def __enter__(self):
-        from numba import cuda
-
-        self._gpu = cuda.gpus[self.device_id]
-        current = _current_device()
-        self._pop = current is not None and current != self.device_id
-        if current != self.device_id:
-            self._gpu.__enter__()  # pushes (and creates on first use) the primary context
-        _tls.__dict__.setdefault("stack", []).append(self.device_id)
-        return self
-
-    def __exit__(self, *exc):
-        _tls.stack.pop()
-        if self._pop:
-            self._gpu.__exit__(*exc)
-        return False
-
-
-def _current_device() -> int | None:
-    """The device of the calling thread's current CUDA context, or None (one driver query)."""
-    if config.simulator_enabled():
-        return None  # the simulator's contexts are no-ops: always "push"
-    from numba.cuda.cudadrv.driver import driver
-
-    with driver.get_active_context() as active:
-        return active.devnum
 
 
 class CUDABackend(Backend):
@@ -145,8 +93,8 @@ class CUDABackend(Backend):
     def availability(cls, device_id: int = 0):
         return classify(probe(), device_id)
 
-    def _activated(self) -> "_DeviceScope":
-        return _DeviceScope(self.device_id)
+    def _activated(self) -> DeviceScope:
+        return DeviceScope(self.device_id)
 
     def activated(self):
         """Context manager making this backend's device current for foreign code (CuPy)."""
@@ -376,7 +324,7 @@ class CUDABackend(Backend):
         k = self._kernel_of(kernel)
         cfg = LaunchConfig.of(grid, block, shared_mem)
         disp = self._dispatchers.get(k) or self._prepare(k)
-        check_limits(cfg, self.limits)
+        check_limits(cfg, self.limits, **self._kernel_limits(disp))
         if cfg.shared_mem > _DEFAULT_SMEM and not self._simulated:
             self._big_smem.add(k)
             with self._activated():
@@ -386,6 +334,15 @@ class CUDABackend(Backend):
             with contextlib.suppress(TypeError):
                 self._launchers[kernel, grid, block, shared_mem] = entry
         return entry
+
+    def _kernel_limits(self, disp) -> dict:
+        """Static shared memory and register-bound block size of the compiled overloads."""
+        if self._simulated or not disp.overloads:
+            return {}  # not compiled yet: the device limits are checked, the rest at launch
+        with self._activated():
+            attrs = [k._codelibrary.get_cufunc().attrs for k in list(disp.overloads.values())]
+        return {"static_shared_mem": max(a.shared for a in attrs),
+                "max_threads_for_kernel": min(a.maxthreads for a in attrs)}
 
     def _opt_in_shared_mem(self, disp) -> None:
         """Let every compiled overload use all the shared memory the device allows (sm_70+).

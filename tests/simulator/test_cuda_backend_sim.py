@@ -169,7 +169,7 @@ def test_device_ids_out_of_range():
 
 
 def test_operations_enter_and_leave_the_device(gpu):
-    from kernelrt.cuda_backend import active_devices
+    from kernelrt.cuda_context import active_devices
 
     assert active_devices() == ()
     with gpu.activated():
@@ -202,7 +202,7 @@ def test_argument_on_another_device_refused(gpu):
 def test_backends_in_threads_keep_their_own_device_stack(gpu):
     import threading
 
-    from kernelrt.cuda_backend import active_devices
+    from kernelrt.cuda_context import active_devices
 
     seen, errors = {}, []
     x = np.arange(64.0)
