@@ -1,16 +1,16 @@
 """CUDABackend: one CUDA device, its memory, streams and kernel launches.
 
-Each backend owns one device. Every operation enters that device with
-``_activated()`` (``_DeviceScope``): it makes the device's primary context current on
-the calling thread and, if another device was current, restores that one afterwards
-(also on errors), so several backends, one per device and thread, never fight over the
-"current device". The device's compute capability and launch
-limits are read once, when the backend is made.
+Each backend owns one device. Every operation enters that device with ``_activated()``
+(``cuda_context.DeviceScope``), which makes the device current on the calling thread
+and restores another device that was current before, so several backends, one per
+device and thread, never fight over the "current device". The device's compute
+capability and launch limits are read once, when the backend is made.
 
 A launch is checked before it runs: the kernel's ``min_cc`` against the device, the
-launch configuration against the device limits (memoised per configuration), host
-arrays and arrays of other devices among the arguments. New argument types take the
-slow path, which checks them against the signature and compiles through the cache.
+launch configuration against the device's and the compiled kernel's limits (memoised
+per configuration), host arrays and arrays of other devices among the arguments. New
+argument types reach ``_compile_for_args`` from numba's dispatcher, which checks them
+against the signature and loads or compiles through the cache.
 """
 
 from __future__ import annotations
