@@ -102,9 +102,26 @@ class Backend(abc.ABC):
 
     # -- kernels ---------------------------------------------------------------------------
 
-    @abc.abstractmethod
     def compile_kernel(self, func, signature=None) -> CompiledKernel:
-        """Compile ``func`` for this device through the disk cache."""
+        """Compile ``func`` for this device through the disk cache.
+
+        With a ``signature`` (or one the kernel declares) the code is compiled or loaded
+        now; without one, at the first launch, for the argument types it gets.
+        """
+        kernel = self._kernel_of(func)
+        self._prepare(kernel)
+        argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
+        if argtypes is None:
+            return CompiledKernel(kernel, self.name, self.device_id, None, "lazy")
+        return CompiledKernel(kernel, self.name, self.device_id, argtypes, self._ensure(kernel, argtypes))
+
+    @abc.abstractmethod
+    def _prepare(self, kernel: Kernel):
+        """Check ``kernel`` runs here; return its dispatcher, with the miss hook installed."""
+
+    @abc.abstractmethod
+    def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
+        """Load or compile ``kernel`` for ``argtypes`` through the cache; returns the status."""
 
     @abc.abstractmethod
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:

@@ -28,19 +28,16 @@ _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
 
 class KeyBuilder:
-    """Accumulates labelled fields; ``digest()`` is the cache key, ``fields`` the audit trail."""
+    """Accumulates labelled fields; ``digest()`` is the cache key."""
 
     def __init__(self):
         self._hash = hashlib.sha256()
-        self.fields: list[tuple[str, str]] = []
         self.add("schema", str(KEY_SCHEMA_VERSION))
 
     def add(self, label: str, value) -> "KeyBuilder":
         data = value if isinstance(value, bytes) else str(value).encode()
         for part in (label.encode(), len(data).to_bytes(8, "little"), data):
             self._hash.update(part)
-        shown = value if isinstance(value, str) and len(value) < 80 else hashlib.sha256(data).hexdigest()[:12]
-        self.fields.append((label, shown))
         return self
 
     def digest(self) -> str:

@@ -120,7 +120,7 @@ def cuda_dispatcher(kernel: Kernel, cc):
 # -- keys ---------------------------------------------------------------------------
 
 
-def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> tuple[str, list]:
+def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> str:
     kb = KeyBuilder()
     kb.add("kernel", kernel.qualname).add("kind", kernel.kind).add("ndim", str(kernel.ndim))
     kb.add("code", function_fingerprint(entry))
@@ -130,7 +130,7 @@ def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> t
     kb.add("options", repr(sorted(kernel.options.items())))
     kb.add("target", target_label)
     kb.add("versions", versions)
-    return kb.digest(), kb.fields
+    return kb.digest()
 
 
 # -- the shared miss path -------------------------------------------------------------------
@@ -218,7 +218,7 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
         disk.record(memory_hits=1)
         return "memory"
     target = f"cpu:{cpu_target()}"
-    key, _ = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"))
+    key = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"))
 
     def compile_fn():
         disp.compile(full)
@@ -257,27 +257,29 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
     disp = cuda_dispatcher(kernel, cc)
     if config.simulator_enabled():
         return "simulator"
-    if tuple(argtypes) in disp.overloads:
+    argtypes = tuple(argtypes)
+    if argtypes in disp.overloads:
         disk.record(memory_hits=1)
         return "memory"
 
     def compile_fn():
-        disp.compile(tuple(argtypes))
-        kern = disp.overloads[tuple(argtypes)]
+        disp.compile(argtypes)
+        kern = disp.overloads[argtypes]
         kern._codelibrary.get_cubin()  # link now, so the entry carries the cubin too
         return kern
 
-    return _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda,
-                          _loader_cuda(disp, argtypes), lambda: tuple(argtypes) in disp.overloads)
+    return _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn)
 
 
-def _cuda_key_meta(kernel, disp, argtypes, cc):
+def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn) -> str:
+    """``_through_cache`` for a CUDA overload of ``disp`` for compute capability ``cc``."""
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
-    key, _ = _key(kernel, disp.py_func, tuple(argtypes), target, toolchain_versions("cuda"))
-    meta = {"kernel": kernel.qualname, "target": target, "signature": str(tuple(argtypes)),
+    key = _key(kernel, disp.py_func, argtypes, target, toolchain_versions("cuda"))
+    meta = {"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
             "driver": _driver_version()}  # the driver that linked the cubin, if any
-    return key, meta
+    return _through_cache(disk, key, meta, compile_fn, _dump_cuda, _loader_cuda(disp, argtypes),
+                          lambda: argtypes in disp.overloads)
 
 
 def _dump_cuda(kern):
@@ -295,7 +297,7 @@ def _loader_cuda(disp, argtypes):
             # covers it) and link again here rather than trust that binary.
             kern._codelibrary._cubin_cache.clear()
             kern._codelibrary._linkerinfo_cache.clear()
-        disp.add_overload(kern, tuple(argtypes))
+        disp.add_overload(kern, argtypes)
 
     return load
 
@@ -327,8 +329,7 @@ def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str
             disp.add_overload(kern, argtypes)
             return kern
 
-        status = _through_cache(disk, *_cuda_key_meta(kernel, disp, argtypes, cc), compile_fn, _dump_cuda,
-                                _loader_cuda(disp, argtypes), lambda: argtypes in disp.overloads)
+        status = _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn)
     with _pretend_device(cc):
         ptx = disp.overloads[argtypes]._codelibrary.get_asm_str(cc=arch)
     return status, ptx

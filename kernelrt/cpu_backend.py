@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .arguments import check_kernel_arguments, is_device_array
-from .backend import Backend, CompiledKernel
+from .backend import Backend
 from .compiler import cpu_dispatcher, cpu_entry_types, ensure_cpu
 from .devices import Availability, CudaFacts, cpu_name
 from .disk_cache import disk_cache_for
@@ -132,17 +132,11 @@ class CPUBackend(Backend):
 
     def _compile_for_args(self, kernel, disp, lead, *args, **kws):
         argtypes = check_kernel_arguments(kernel, args[lead:], backend=self.name, typeof=_typeof)
-        ensure_cpu(kernel, argtypes, self.cache)
+        self._ensure(kernel, argtypes)
         return disp.overloads[cpu_entry_types(kernel, argtypes)].entry_point
 
-    def compile_kernel(self, func, signature=None) -> CompiledKernel:
-        kernel = self._kernel_of(func)
-        self._prepare(kernel)
-        argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
-        if argtypes is None:
-            return CompiledKernel(kernel, self.name, 0, None, "lazy")
-        status = ensure_cpu(kernel, argtypes, self.cache)
-        return CompiledKernel(kernel, self.name, 0, argtypes, status)
+    def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
+        return ensure_cpu(kernel, argtypes, self.cache)
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)

@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
-from .backend import Backend, CompiledKernel
+from .backend import Backend
 from .compiler import cuda_dispatcher, ensure_cuda
 from .cuda_context import DeviceScope
 from .devices import classify, probe
@@ -156,7 +156,7 @@ class CUDABackend(Backend):
             if host.nbytes < PINNED_STAGING_BYTES:
                 return cuda.to_device(np.ascontiguousarray(host), stream=stream or 0)
             with self._staging_lock:
-                staged = self._stage(host.nbytes)[: host.nbytes].view(host.dtype).reshape(host.shape)
+                staged = self._stage(host.dtype, host.shape)
                 np.copyto(staged, host)
                 out = cuda.to_device(staged, stream=stream or 0)
                 self._after_staging(stream)
@@ -182,24 +182,29 @@ class CUDABackend(Backend):
                 _wait_for(d)
                 return out
             with self._staging_lock:
-                staged = self._stage(d.nbytes)[: d.nbytes].view(d.dtype).reshape(d.shape)
+                staged = self._stage(d.dtype, d.shape)
                 # An array made with a stream copies on that stream, asynchronously into
                 # pinned memory: wait before the host reads the buffer.
                 d.copy_to_host(staged)
                 _wait_for(d)
                 return staged.copy()
 
-    def _stage(self, nbytes: int):
-        """The reusable pinned buffer, grown to ``nbytes``; waits for its last async copy."""
+    def _stage(self, dtype, shape):
+        """A view of the reusable pinned buffer (grown as needed) as an array of ``shape``.
+
+        Waits first for the buffer's last asynchronous copy. Call with ``_staging_lock`` held.
+        """
         from numba import cuda
 
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
         if self._staging_event is not None:
             self._staging_event.synchronize()
             self._staging_event = None
         if self._staging is None or self._staging.nbytes < nbytes:
             self._staging = None
             self._staging = cuda.pinned_array(nbytes, np.uint8)
-        return self._staging
+        return self._staging[:nbytes].view(dtype).reshape(shape)
 
     def _after_staging(self, stream) -> None:
         if stream is not None:
@@ -283,21 +288,15 @@ class CUDABackend(Backend):
 
     def _compile_for_args(self, kernel, disp, *args, **kws):
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
-        with self._activated():
-            ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
-            if kernel in self._big_smem:
-                self._opt_in_shared_mem(disp)
+        self._ensure(kernel, argtypes)
         return disp.overloads[tuple(argtypes)]
 
-    def compile_kernel(self, func, signature=None) -> CompiledKernel:
-        kernel = self._kernel_of(func)
-        self._prepare(kernel)
-        argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
-        if argtypes is None:
-            return CompiledKernel(kernel, self.name, self.device_id, None, "lazy")
+    def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
         with self._activated():
             status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
-        return CompiledKernel(kernel, self.name, self.device_id, argtypes, status)
+            if kernel in self._big_smem:  # launched with > 48 KiB before: new overloads too
+                self._opt_in_shared_mem(self._dispatchers[kernel])
+        return status
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: checks of the configuration memoised per (kernel, grid, block, smem)
