@@ -73,6 +73,15 @@ MIN_CPU_TASKS = 64  # parallel tasks the CPU twin aims for (balances up to ~16 t
 _NO_ROW = 1 << 62
 
 
+@kernelrt.device
+def fibre_params(ipar, fpar, fb):
+    """Fibre ``fb``'s plan scalars (sfap_prep.py): the long-side, short-side and end-plate
+    row intervals, the mirror base, the wave direction σ, ζ, Δ and the current scale."""
+    sigma = 1.0 if ipar[fb, I_SIGMA] > 0 else -1.0
+    return (ipar[fb, I_ALO], ipar[fb, I_AHI], ipar[fb, I_SLO], ipar[fb, I_SHI], ipar[fb, I_MB],
+            ipar[fb, I_ELO], ipar[fb, I_EHI], sigma, fpar[fb, F_ZETA], fpar[fb, F_DELTA], fpar[fb, F_SCALE])
+
+
 @kernelrt.kernel(ndim=2)
 def sfap_response(i, fb, z, kr2, ze, nz, h):
     """h[fb, j, e] = C / sqrt(κ r² + (z_j - Z_e)²) for j < nz[fb]; i runs over (j, e)."""
@@ -104,17 +113,7 @@ def sfap_columns(z, vt, h, ipar, fpar, rows, out, f0):
     e = cuda.blockIdx.z * TPB_E + tx
     nt = vt.shape[1]
     ne = out.shape[1]
-    a_lo = ipar[fb, I_ALO]
-    a_hi = ipar[fb, I_AHI]
-    s_lo = ipar[fb, I_SLO]
-    s_hi = ipar[fb, I_SHI]
-    mb = ipar[fb, I_MB]
-    e_lo = ipar[fb, I_ELO]
-    e_hi = ipar[fb, I_EHI]
-    sigma = 1.0 if ipar[fb, I_SIGMA] > 0 else -1.0
-    zeta = fpar[fb, F_ZETA]
-    delta = fpar[fb, F_DELTA]
-    scale = fpar[fb, F_SCALE]
+    a_lo, a_hi, s_lo, s_hi, mb, e_lo, e_hi, sigma, zeta, delta, scale = fibre_params(ipar, fpar, fb)
 
     # The rows any sample of this tile needs (every thread computes the same bounds).
     lo = _NO_ROW
@@ -199,17 +198,7 @@ def _columns_cpu(grid, block, z, vt, h, ipar, fpar, rows, out, f0):
         tile_lo = (task - fb * groups) * per_group
         tile_hi = min(ntile, tile_lo + per_group)
         nz = ipar[fb, I_NZ]
-        a_lo = ipar[fb, I_ALO]
-        a_hi = ipar[fb, I_AHI]
-        s_lo = ipar[fb, I_SLO]
-        s_hi = ipar[fb, I_SHI]
-        mb = ipar[fb, I_MB]
-        e_lo = ipar[fb, I_ELO]
-        e_hi = ipar[fb, I_EHI]
-        sigma = 1.0 if ipar[fb, I_SIGMA] > 0 else -1.0
-        zeta = fpar[fb, F_ZETA]
-        delta = fpar[fb, F_DELTA]
-        scale = fpar[fb, F_SCALE]
+        a_lo, a_hi, s_lo, s_hi, mb, e_lo, e_hi, sigma, zeta, delta, scale = fibre_params(ipar, fpar, fb)
         lam = np.zeros((CTK, nz))  # Λ[t, j - w_lo] over the window of rows w_lo .. w_hi
         psi = np.zeros(nz + 1)
         cur = np.zeros((CTK, nz))  # I[t, j - lo] over the tile's rows lo .. hi
