@@ -237,7 +237,7 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
             written.append(_figure(plt, speed_panels, figs, "peer time / kernelrt time",
                                    f"{suite}: speedup of kernelrt, higher is better\n{where}",
                                    stem.parent / f"{stem.name}-{suite}-speedup.png", log=True, baseline=1.0))
-        bw_panels = {n: (s, _bandwidth(figs[n])) for n, s in series.items() if _bandwidth(figs[n])}
+        bw_panels = {n: (s, bw) for n, s in series.items() if (bw := _bandwidth(figs[n]))}
         if bw_panels:
             peak = next((e["extra_info"]["peak_bandwidth"] for rows in figs.values() for e in rows
                          if "peak_bandwidth" in e["extra_info"]), None)
