@@ -38,6 +38,7 @@ REASONS = {
     "device_out_of_range": "the requested device id does not exist",
     "no_nvvm": "libNVVM (the CUDA compiler) was not found",
     "no_nvrtc": "NVRTC was not found (install kernelrt[cuda12] or kernelrt[cuda13])",
+    "no_compiler": "numba-cuda's compiler does not load in this environment",
     "cc_too_low": "the device is older than the CUDA toolkit supports",
 }
 
@@ -71,6 +72,7 @@ class CudaFacts:
     nvvm_error: str | None = None
     nvvm_version: tuple[int, ...] | None = None
     nvrtc_error: str | None = None
+    compiler_error: str | None = None
     supported_ccs: tuple[tuple[int, int], ...] = ()
 
     @property
@@ -146,6 +148,8 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
         return result("no_nvvm", _first_line(facts.nvvm_error))
     if facts.nvrtc_error is not None:
         return result("no_nvrtc", _first_line(facts.nvrtc_error))
+    if facts.compiler_error is not None:
+        return result("no_compiler", _first_line(facts.compiler_error))
     dev = facts.devices[device_id]
     if facts.min_cc is not None and dev.compute_capability < facts.min_cc:
         return result(
@@ -240,6 +244,14 @@ def _probe_toolchain() -> dict:
         out["supported_ccs"] = tuple(tuple(cc) for cc in nvrtc.get_supported_ccs())
     except Exception as e:
         out["nvrtc_error"] = str(e) or type(e).__name__
+    try:
+        # The CUDA target's typing and lowering registries load at the first compile; a
+        # NumPy newer than numba-cuda knows breaks them there (numba-cuda 0.30 with NumPy
+        # 2.5: "module 'numpy' has no attribute 'row_stack'", seen on a GPU machine).
+        # Loading them here (about 15 ms) turns that crash into a reason to fall back.
+        import numba.cuda.cudaimpl  # noqa: F401
+    except Exception as e:
+        out["compiler_error"] = f"{type(e).__name__}: {e}"
     return out
 
 

@@ -28,6 +28,9 @@ GOOD = dict(driver_version=(12, 4), runtime_version=(12, 9), devices=(H100,), su
         (CudaFacts(**dict(GOOD, driver_version=(11, 8))), 0, "driver_too_old", "driver supports CUDA 11.8, toolkit is CUDA 12.9"),
         (CudaFacts(**dict(GOOD, nvvm_error="libNVVM cannot be found")), 0, "no_nvvm", "libNVVM"),
         (CudaFacts(**dict(GOOD, nvrtc_error="NVRTC missing")), 0, "no_nvrtc", "NVRTC"),
+        # numba-cuda 0.30 under NumPy 2.5, as a GPU machine's image had it
+        (CudaFacts(**dict(GOOD, compiler_error="AttributeError: module 'numpy' has no attribute 'row_stack'")),
+         0, "no_compiler", "compiler does not load in this environment: AttributeError"),
         (CudaFacts(**dict(GOOD, devices=(H100, K80))), 1, "cc_too_low", "requires compute capability >= 5.0 (got 3.7 on device 1: Tesla K80)"),
     ],
 )
