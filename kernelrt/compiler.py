@@ -14,7 +14,9 @@ What is stored is numba's own serialised form: ``CompileResult._reduce()`` on th
 (what numba's ``cache=True`` writes) and ``_Kernel._reduce_states()`` for CUDA (LLVM IR,
 PTX and, when compiled on a device, the cubin). The driver version is not in the key,
 so offline-built PTX serves every driver; a cubin linked by another driver is dropped
-on load and the PTX linked again.
+on load and the PTX linked again. That is why CUDA kernels are compiled without
+link-time optimisation (``CUDA_JIT_OPTIONS``): an LTO kernel links from LTO-IR, which
+is not stored.
 
 CUDA kernels can also be compiled with no device present (``compile_cuda_offline``),
 for ``kernelrt cache warm --cc 80,90`` and the PTX test layer: numba-cuda asks the
@@ -106,13 +108,24 @@ def cpu_dispatcher(kernel: Kernel):
     return _dispatcher(kernel, "cpu", make)
 
 
+# numba-cuda turns link-time optimisation on wherever nvJitLink is installed. An LTO
+# kernel is linked from LTO-IR, which numba-cuda neither pickles nor makes offline, so a
+# cache entry without a cubin (`kernelrt cache warm --cc` on a machine with no GPU, or a
+# cubin from another driver) went back through NVVM at its first launch: seen on an H100,
+# where the simulator and PTX layers, which never link, could not see it. kernelrt's
+# kernels are one module each (device functions are compiled into it), so LTO has nothing
+# to optimise across; without it an entry's PTX is all the driver needs to link.
+CUDA_JIT_OPTIONS = {"lto": False}
+
+
 def cuda_dispatcher(kernel: Kernel, cc):
     """The process's ``cuda.jit`` dispatcher of ``kernel`` for compute capability ``cc``."""
 
     def make():
         from numba import cuda
 
-        return cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"])
+        options = {} if config.simulator_enabled() else CUDA_JIT_OPTIONS  # the simulator takes no lto
+        return cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"], **options)
 
     return _dispatcher(kernel, f"cuda:{cc[0]}.{cc[1]}", make)
 
@@ -275,7 +288,7 @@ def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn) -> 
     """``_through_cache`` for a CUDA overload of ``disp`` for compute capability ``cc``."""
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
-    key = _key(kernel, disp.py_func, argtypes, target, toolchain_versions("cuda"))
+    key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}")
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
             "driver": _driver_version()}  # the driver that linked the cubin, if any
     return _through_cache(disk, key, meta, compile_fn, _dump_cuda, _loader_cuda(disp, argtypes),

@@ -52,3 +52,39 @@ def test_bad_cc_and_signature(cache_dir):
         kernelrt.compile_ptx(axpy, "float64[::1], float64[::1], float64[::1], float64", cc=90)
     with pytest.raises(TypeError, match="signature has 1 argument types but the kernel takes 4"):
         kernelrt.compile_ptx(axpy, "float64[::1]", cc=(9, 0))
+
+
+def test_an_offline_entry_links_without_nvvm(cache_dir, monkeypatch):
+    """What `kernelrt cache warm --cc 90` stores is all a GPU machine's link step needs.
+
+    On an H100 such an entry went back through NVVM at its first launch: numba-cuda had
+    compiled it for link-time optimisation, and LTO links from LTO-IR, which it neither
+    makes offline nor pickles. kernelrt compiles without LTO, so the stored PTX is linked.
+    """
+    from numba.cuda.cudadrv import nvvm
+
+    from kernelrt.compiler import compile_cuda_offline, cuda_arch, cuda_dispatcher
+    from kernelrt.disk_cache import disk_cache_for
+
+    sig = "float64[::1], float64[::1], float64[::1], float64"
+    kernelrt.compile_ptx(kernelrt.kernel(axpy.py_func), sig, cc=(9, 0))  # the warm, into this test's cache
+    fresh = kernelrt.kernel(axpy.py_func)  # same source, no overload yet: as another process loads it
+    argtypes = tuple(fresh.parse_signature(sig))
+    assert compile_cuda_offline(fresh, argtypes, (9, 0), disk_cache_for())[0] == "disk"
+    library = cuda_dispatcher(fresh, (9, 0)).overloads[argtypes]._codelibrary
+
+    def no_nvvm(*args, **kwargs):
+        raise AssertionError("linking the entry called NVVM")
+
+    class Linker:  # what numba-cuda's get_cubin hands _link_all, minus the driver
+        lto = library._lto
+        ptx: list = []
+
+        def add_ptx(self, ptx):
+            self.ptx.append(ptx)
+
+    monkeypatch.setattr(nvvm, "compile_ir", no_nvvm)
+    linker = Linker()
+    library._link_all(linker, cuda_arch((9, 0)))  # the cc an H100's get_cubin asks for
+    assert library._lto is False
+    assert len(linker.ptx) == 1 and b".target sm_90a" in linker.ptx[0]
