@@ -152,9 +152,10 @@ class CUDABackend(Backend):
             return a
         host = np.asarray(a)
         check_dtype(host.dtype, "the array's dtype")
+        host = _c_strides(host)
         with self._activated():
             if host.nbytes < PINNED_STAGING_BYTES:
-                return cuda.to_device(np.ascontiguousarray(host), stream=stream or 0)
+                return cuda.to_device(host, stream=stream or 0)
             with self._staging_lock:
                 staged = self._stage(host.dtype, host.shape)
                 np.copyto(staged, host)
@@ -361,6 +362,18 @@ class CUDABackend(Backend):
             # numba-cuda loads kernels as CUkernel handles: set the attribute per device.
             driver.cuKernelSetAttribute(attr, room, cufunc.handle, self.device_id)
             self._opted_in.add(id(kern))
+
+
+def _c_strides(host: np.ndarray) -> np.ndarray:
+    """``host`` C-contiguous with the strides numba expects of a contiguous array.
+
+    NumPy gives an axis of length 1 any stride (``v[None]`` has stride 0 there) and still
+    calls the array contiguous; numba's device array does not, and copies it to the device
+    by walking its extents in Python, one element at a time: 1.1 s for a (1, 163842, 3)
+    array on an H100, against 1 ms for the same bytes with standard strides.
+    """
+    host = np.ascontiguousarray(host)
+    return host.reshape(-1).reshape(host.shape) if host.ndim > 1 else host
 
 
 def _typeof(value):
