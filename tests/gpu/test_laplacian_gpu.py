@@ -47,6 +47,20 @@ def test_deterministic_is_bitwise_reproducible_and_symmetric(gpu):
     assert np.abs(m1 - m_cpu).max() <= 1e-14 * m_cpu.max()
 
 
+@pytest.mark.parametrize("variant", ["deterministic", "atomic"])
+def test_655362_vertices_match_the_cpu(gpu, variant):
+    """ico8 with noise: the same pattern as the CPU, every entry within 1e-12 of max|L|."""
+    V, F = lap.noisy_icosphere(8)
+    assert len(V) == 655_362
+    topo = lap.MeshTopology(F, len(V))
+    L, m = topo.assemble(V, gpu, variant=variant)
+    L_cpu, m_cpu = topo.assemble(V, "cpu")
+    np.testing.assert_array_equal(L.indptr, L_cpu.indptr)
+    np.testing.assert_array_equal(L.indices, L_cpu.indices)
+    assert np.abs(L.data - L_cpu.data).max() <= 1e-12 * np.abs(L_cpu.data).max()
+    assert np.abs(m - m_cpu).max() <= 1e-12 * m_cpu.max()
+
+
 def test_fsaverage_cohort(gpu):
     """100 subjects x 163,842 vertices (ico7), one launch per fitting chunk; kept on the device."""
     V, F = lap.icosphere(7)

@@ -1,5 +1,6 @@
 """The runtime on a real GPU (skipped without one; run by tools/gpu_check.sh)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -46,14 +47,46 @@ def test_same_kernels_as_cpu(gpu, cpu):
     assert gpu.to_host(total)[0] == pytest.approx(x.sum(), rel=1e-12)
 
 
+def test_limits_are_the_hardware_values():
+    """What kernelrt read equals what the driver reports, attribute by attribute."""
+    from numba.cuda.cudadrv.driver import driver
+
+    lim = CUDABackend(0).limits
+    dev = driver.get_device(0)
+    assert lim.max_threads_per_block == dev.MAX_THREADS_PER_BLOCK
+    assert lim.max_block_dim == (dev.MAX_BLOCK_DIM_X, dev.MAX_BLOCK_DIM_Y, dev.MAX_BLOCK_DIM_Z)
+    assert lim.max_grid_dim == (dev.MAX_GRID_DIM_X, dev.MAX_GRID_DIM_Y, dev.MAX_GRID_DIM_Z)
+    assert lim.max_shared_mem_per_block_optin == dev.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+    assert lim.max_shared_mem_per_block_optin > 48 * 1024  # every cc >= 7.0 device
+
+
 def test_real_limits_refused(gpu):
+    """An oversize block, block axis, grid axis and shared memory: each refused, naming the hardware value."""
     out = gpu.zeros(8, np.float64)
     x = gpu.to_device(np.ones(8))
-    limit = gpu.limits.max_threads_per_block
-    with pytest.raises(LaunchConfigError, match=f"limit max_threads_per_block on device 0 .* is {limit}"):
-        gpu.launch_kernel(axpy, 1, limit * 2, out, x, x, 1.0)
-    with pytest.raises(LaunchConfigError, match="max_shared_mem_per_block"):
-        gpu.launch_kernel(axpy, 1, 32, out, x, x, 1.0, shared_mem=gpu.limits.max_shared_mem_per_block_optin + 1)
+    lim = gpu.limits
+    on = r"on device 0 \(NVIDIA[^)]*\)"
+    with pytest.raises(LaunchConfigError, match=f"limit max_threads_per_block {on} is {lim.max_threads_per_block}$"):
+        gpu.launch_kernel(axpy, 1, lim.max_threads_per_block * 2, out, x, x, 1.0)
+    z = lim.max_block_dim[2] * 2  # 128 threads: under the per-block total, over block.z
+    with pytest.raises(LaunchConfigError, match=f"block.z = {z} exceeds the limit max_block_dim_z {on}, which is {lim.max_block_dim[2]}$"):
+        gpu.launch_kernel(axpy, 1, (1, 1, z), out, x, x, 1.0)
+    y = lim.max_grid_dim[1] + 1
+    with pytest.raises(LaunchConfigError, match=f"grid.y = {y} exceeds the limit max_grid_dim_y {on}, which is {lim.max_grid_dim[1]}$"):
+        gpu.launch_kernel(axpy, (1, y), 32, out, x, x, 1.0)
+    smem = lim.max_shared_mem_per_block_optin + 1
+    with pytest.raises(LaunchConfigError, match=f"shared memory {smem} bytes exceeds .* which is {smem - 1} bytes$"):
+        gpu.launch_kernel(axpy, 1, 32, out, x, x, 1.0, shared_mem=smem)
+    gpu.launch_kernel(axpy, 1, 8, out, x, x, 1.0)  # nothing was left half-launched
+    np.testing.assert_array_equal(gpu.to_host(out), np.full(8, 2.0))
+
+
+def test_a_device_that_is_not_there_is_refused_clearly():
+    n = len(CUDABackend.availability().devices)
+    with pytest.raises(kernelrt.CudaUnavailableError, match=rf"device_id must be in \[0, {n - 1}\] \(got {n}\); devices: device 0: NVIDIA"):
+        CUDABackend(n)
+    with pytest.raises(kernelrt.CudaUnavailableError, match=rf"\(got {n}\)"):
+        kernelrt.get_backend("cuda", device_id=n)
 
 
 @kernelrt.cuda_kernel
@@ -72,12 +105,29 @@ def dynamic_smem_copy(x, out):
         j += cuda.blockDim.x
 
 
-def test_more_than_48k_of_dynamic_shared_memory(gpu):
-    n = 12_000  # 96 KB of float64
-    x = np.arange(n, dtype=np.float64)
+@pytest.mark.parametrize("size", ["96KB", "device-limit"])
+def test_more_than_48k_of_dynamic_shared_memory(gpu, size):
+    """Past the 48 KiB default, up to the device's opt-in limit exactly (227 KiB on an H100)."""
+    n = 12_000 if size == "96KB" else gpu.limits.max_shared_mem_per_block_optin // 8
+    x = np.random.default_rng(n).random(n)
     out = gpu.zeros(n, np.float64)
     gpu.launch_kernel(dynamic_smem_copy, 1, 256, gpu.to_device(x), out, shared_mem=n * 8)
     np.testing.assert_array_equal(gpu.to_host(out), x[::-1])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy")
+def test_cupy_arrays_are_arguments_and_results(gpu):
+    """CuPy arrays launch as they are (no copy), and to_host/to_device accept them."""
+    import cupy
+
+    rng = np.random.default_rng(3)
+    x, y = rng.random(10_000), rng.random(10_000)
+    with gpu.activated():
+        xd, yd, out = cupy.asarray(x), cupy.asarray(y), cupy.full(x.size, np.nan)
+    gpu.launch_kernel(axpy, (x.size + 127) // 128, 128, out, xd, yd, 0.5)
+    assert gpu.to_device(out) is out  # already on this device
+    np.testing.assert_allclose(gpu.to_host(out), 0.5 * x + y, rtol=2.5e-16, atol=0)  # FMA: within an ulp
+    np.testing.assert_array_equal(cupy.asnumpy(out), gpu.to_host(out))
 
 
 def test_pinned_staging_large_copies(gpu):
@@ -145,10 +195,31 @@ def test_second_process_loads_without_compiling(cache_dir):
     np.testing.assert_allclose(runs[1]["out"], np.sqrt(np.arange(8.0)) + 10.0)
 
 
-def test_offline_ptx_entry_loads_on_the_device(cache_dir, gpu):
+def test_entry_made_without_a_gpu_is_only_linked(cache_dir, gpu, monkeypatch):
+    """PTX compiled in a process that sees no GPU (as `kernelrt cache warm --cc 90` on a
+    build machine) loads here without NVVM: the driver only links it."""
+    from numba.cuda.cudadrv import nvvm
+
     cc = gpu.compute_capability
-    sig = "float64[::1], float64[::1], float64[::1], float64"
-    fresh = kernelrt.kernel(axpy.py_func)
-    kernelrt.compile_ptx(fresh, sig, cc=cc)  # as `kernelrt cache warm --cc` would
-    again = kernelrt.kernel(axpy.py_func)
-    assert gpu.compile_kernel(again, sig).status == "disk"
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); import kernelrt; from kernels_for_tests import shifted_sqrt;"
+        "assert not kernelrt.CUDABackend.check_available();"
+        f"kernelrt.compile_ptx(shifted_sqrt, 'float64[::1], float64[::1]', cc={tuple(cc)})"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
+    assert res.returncode == 0, res.stderr
+
+    def no_nvvm(*args, **kwargs):
+        raise AssertionError("NVVM was called: the cached PTX was compiled again")
+
+    monkeypatch.setattr(nvvm, "compile_ir", no_nvvm)
+    from kernels_for_tests import shifted_sqrt
+
+    fresh = kernelrt.kernel(shifted_sqrt.py_func)  # same source, no overload in this process yet
+    ck = gpu.compile_kernel(fresh, "float64[::1], float64[::1]")
+    assert ck.status == "disk"
+    out = gpu.zeros(8, np.float64)
+    gpu.launch_kernel(ck, 1, 8, out, gpu.to_device(np.arange(8.0)))
+    np.testing.assert_allclose(gpu.to_host(out), np.sqrt(np.arange(8.0)) + 10.0, rtol=1e-15)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+import kernelrt
 from kernelrt.kernels import sfap_prep, sfap_run
 from kernelrt.kernels.sfap import compute_sfaps
 from kernelrt.kernels.sfap_inputs import check_inputs
@@ -51,6 +53,46 @@ def test_results_stay_on_the_device(gpu):
     assert isinstance(result.t, np.ndarray)
     assert all(is_device_array(getattr(result, k)) for k in ("sfaps_raw", "sfaps", "muap"))
     assert gpu.to_host(result.sfaps).shape == (result.t.shape[0], 3, 4)
+
+
+@pytest.mark.parametrize("dz", [0.1, 0.01])
+def test_200_fibres_match_the_cpu(gpu, cpu, dz):
+    """Full size (200 fibres x 25 electrodes), both dz of the issue: within 1e-12 of the CPU backend."""
+    kwargs = synthetic_motor_unit(200, 25, dz, seed=2)
+    on_gpu = compute_sfaps(**kwargs, backend=gpu)
+    on_cpu = compute_sfaps(**kwargs, backend=cpu)
+    assert np.array_equal(on_gpu.t, on_cpu.t)
+    for key in ("sfaps_raw", "sfaps", "muap"):
+        err = channel_error(getattr(on_gpu, key), getattr(on_cpu, key))
+        assert err <= TOL, f"{key}: channel-relative error {err:.2e}"
+
+
+def test_batches_under_real_memory_pressure(gpu):
+    """Device memory taken by another allocation (not a patched number) forces small batches:
+    dz = 0.01, 200 fibres, inside a vram_guard that checks the room is there; the result is
+    the unbatched one bit for bit, and a guard asking for more than is free refuses."""
+    kwargs = synthetic_motor_unit(200, 25, 0.01, seed=1)
+    whole = compute_sfaps(**kwargs, backend=gpu)
+    plan = sfap_prep.plan_fibres(**check_inputs(**kwargs, min_radial_dist=None))
+    per_fibre, fixed = sfap_run.batch_bytes("cuda", plan, 25)
+    assert sfap_run.batch_size(gpu, plan, 25) == 200
+    room = int((fixed + 6 * per_fibre) / 0.7)  # about six fibres per batch
+    kernelrt.release_pool(gpu)
+    free = gpu.get_memory_info()[0]
+    ballast = gpu.allocate(free - room, np.uint8)
+    try:
+        with pytest.raises(kernelrt.DeviceMemoryError, match="vram_guard needs"):
+            with kernelrt.vram_guard(min_free_gb=2 * room / 2**30, backend=gpu):
+                pass
+        with kernelrt.vram_guard(min_free_gb=0.9 * room / 2**30, backend=gpu):
+            nb = sfap_run.batch_size(gpu, plan, 25)
+            batched = compute_sfaps(**kwargs, backend=gpu)
+    finally:
+        del ballast
+        kernelrt.release_pool(gpu)
+    assert 2 <= nb <= 8, nb
+    for key in ("sfaps_raw", "sfaps", "muap"):
+        assert np.array_equal(getattr(batched, key), getattr(whole, key)), key
 
 
 def test_free_memory_is_asked(gpu):
