@@ -17,7 +17,10 @@ __all__ = ["main", "build_parser"]
 def _versions() -> dict:
     from importlib import metadata
 
-    out = {"python": sys.version.split()[0]}
+    from . import __version__
+
+    # A copy of the source tree on sys.path (tools/gpu_check.sh) has no distribution metadata.
+    out = {"python": sys.version.split()[0], "kernelrt": __version__}
     for dist in ("kernelrt", "numpy", "scipy", "numba", "numba-cuda", "llvmlite", "cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "diskcache"):
         try:
             out[dist] = metadata.version(dist)
