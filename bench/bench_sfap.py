@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -58,12 +59,15 @@ def make_case(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0)
 class MyoGenPeer:
     """MyoGen 0.12 in its own interpreter (bench/myogen_peer.py), one process for all cases."""
 
-    def __init__(self, python: str):
-        self.name = "myogen 0.12.0 calc_sfaps(use_gpu=False)"
+    def __init__(self, python: str, gpu: bool = False):
+        self.name = f"myogen 0.12.0 calc_sfaps(use_gpu={gpu})"
+        self.gpu = gpu
+        self._warm = not gpu  # the CuPy path compiles its kernels on the first call: one untimed run
         self._tmp = tempfile.TemporaryDirectory()
+        env = dict(os.environ) if gpu else dict(os.environ, MYOGEN_DISABLE_GPU="1")
         self._proc = subprocess.Popen(
             [python, str(REPO / "bench" / "myogen_peer.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env=dict(os.environ, MYOGEN_DISABLE_GPU="1"),
+            stderr=subprocess.DEVNULL, text=True, env=env,
         )
 
     def _ask(self, **cmd) -> dict:
@@ -80,7 +84,10 @@ class MyoGenPeer:
         self._ask(load=path)
 
     def run(self) -> float:
-        reply = self._ask(run=True)
+        if not self._warm:
+            self._ask(run=True, gpu=self.gpu)
+            self._warm = True
+        reply = self._ask(run=True, gpu=self.gpu)
         self.last_cpu_s = reply["cpu_seconds"]
         return reply["seconds"]
 
@@ -126,17 +133,31 @@ class ReferencePeer:
         pass
 
 
+def _myogen_python(check: str = "import myogen") -> str | None:
+    """The first interpreter in MYOGEN_PYTHONS where ``check`` runs, if any."""
+    for python in filter(None, MYOGEN_PYTHONS):
+        if shutil.which(python) and subprocess.run(
+            [python, "-c", check], capture_output=True, timeout=120, check=False
+        ).returncode == 0:
+            return python
+    return None
+
+
 def open_peer(kind: str = "auto"):
     """MyoGen when a working interpreter is found (or ``kind="myogen"``), else the reference."""
     if kind in ("auto", "myogen"):
-        for python in filter(None, MYOGEN_PYTHONS):
-            if os.path.exists(python) and subprocess.run(
-                [python, "-c", "import myogen"], capture_output=True, timeout=120, check=False
-            ).returncode == 0:
-                return MyoGenPeer(python)
+        python = _myogen_python()
+        if python:
+            return MyoGenPeer(python)
         if kind == "myogen":
             raise RuntimeError("no Python with myogen==0.12.0 found; set KERNELRT_MYOGEN_PYTHON")
     return ReferencePeer()
+
+
+def open_gpu_peer():
+    """MyoGen's own CuPy path, where its interpreter has CuPy and sees a GPU; else None."""
+    python = _myogen_python("import myogen, cupy; assert cupy.cuda.runtime.getDeviceCount() > 0")
+    return MyoGenPeer(python, gpu=True) if python else None
 
 
 # -- measurements -------------------------------------------------------------------------
@@ -253,6 +274,14 @@ def peer():
 
 
 @pytest.fixture(scope="module")
+def gpu_peer(backend):
+    p = open_gpu_peer() if backend.name == "cuda" else None
+    yield p
+    if p is not None:
+        p.close()
+
+
+@pytest.fixture(scope="module")
 def backend():
     import kernelrt
 
@@ -300,6 +329,19 @@ def test_sfap_peer(benchmark, peer, shape):
     rounds = 1 if (QUICK or dz <= 0.02) else 2
     benchmark.pedantic(peer.run, rounds=rounds, iterations=1)
     benchmark.extra_info["cpu_s"] = peer.last_cpu_s
+
+
+@pytest.mark.parametrize("shape", _cases())
+def test_sfap_gpu_peer(benchmark, gpu_peer, shape):
+    """MyoGen's CuPy path (calc_sfaps(use_gpu=True)) beside kernelrt on the same GPU."""
+    from benchlib import tag
+
+    if gpu_peer is None:
+        pytest.skip("MyoGen's CuPy path needs a CUDA backend and MyoGen with CuPy")
+    nf, ne, dz = shape
+    gpu_peer.load(make_case(nf, ne, dz))
+    tag(benchmark, case_name(nf, ne, dz), "peer", peer=gpu_peer.name, **_figure(nf, ne, dz))
+    benchmark.pedantic(gpu_peer.run, rounds=2 if QUICK else 3, iterations=1)
 
 
 if __name__ == "__main__":

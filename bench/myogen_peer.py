@@ -4,7 +4,7 @@ MyoGen needs Python >= 3.12 (kernelrt's venv may be older), so bench_sfap.py sta
 script once with that interpreter and sends one JSON command per line:
 
     {"load": "/path/case.npz"}   build a MotorUnitSim from the case's inputs
-    {"run": true}                 calc_sfaps(use_gpu=False) + calc_muap(0); replies wall and CPU time
+    {"run": true, "gpu": false}   calc_sfaps(use_gpu=...) + calc_muap(0); replies wall and CPU time
     {"save": "/path/out.npz"}     write the last result (for a parity check)
     {"quit": true}
 
@@ -26,7 +26,6 @@ import numpy as np
 
 
 def main() -> int:
-    os.environ.setdefault("MYOGEN_DISABLE_GPU", "1")
     with contextlib.redirect_stdout(io.StringIO()):  # NEURON's "no DISPLAY" banner
         from myogen.simulator.core.emg.intramuscular.motor_unit_sim import MotorUnitSim
     case = None
@@ -53,7 +52,8 @@ def main() -> int:
             mu._neuromuscular_z_coordinates__mm = case["nmj_z"][:, None].copy()
             mu.nerve_paths = case["nerve_paths"].copy()
             t0, c0 = time.perf_counter(), time.process_time()
-            mu.calc_sfaps(0, float(case["dt"]), float(case["dz"]), case["electrodes"], verbose=False, use_gpu=False)
+            gpu = bool(cmd.get("gpu", False))  # True: MyoGen's own CuPy path
+            mu.calc_sfaps(0, float(case["dt"]), float(case["dz"]), case["electrodes"], verbose=False, use_gpu=gpu)
             muap = mu.calc_muap(jitter_std=0.0)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             result = {"sfaps": np.asarray(mu.sfaps), "muap": np.asarray(muap)}

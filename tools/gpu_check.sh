@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # GPU check: on a machine with a CUDA GPU, install kernelrt from this checkout without
-# network, run the gpu-marked tests, the demo and the benchmarks, and write
-# bench/results/<date>-<gpu>.json (device, versions, commit, peer ratios, the GPU test
-# summary and the demo's checks) with its plots.
+# network, run the gpu-marked tests, fill a kernel cache from a process that sees no GPU
+# (`kernelrt cache warm --cc XY`, as a build machine would) and run the demo from it, then
+# the benchmarks, and write bench/results/<date>-<gpu>.json (device, versions, commit,
+# peer ratios, the GPU test summary and the demo's checks) with its plots.
 #
 #   bash tools/fetch_gpu_wheels.sh     # where there is internet: wheels into .whl/
 #   bash tools/gpu_check.sh            # on the GPU machine (Python 3.12 with numba-cuda, cupy)
+#   bash tools/gpu_check.sh tests demo # some steps only: tests, demo (with the warm), bench
 #
 # Environment: PYTHON (default python3), KERNELRT_RESULTS_DIR (default bench/results),
 # GPU_CHECK_QUICK=1 (small benchmark sizes), GPU_CHECK_ALLOW_CPU=1 (run every step even
-# without a GPU: a dry run of this script). If $OUT is set, results are copied there too.
+# without a GPU: a dry run of this script). The test summary and the demo's report are kept
+# in bench/results/tmp/ (git-ignored), so a bench step run later attaches them too. If
+# $OUT is set, this run's results are copied there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Python puts the working directory first on sys.path for `-c` and `-m`; here that is the
@@ -19,6 +23,10 @@ PY=${PYTHON:-python3}
 RESULTS=${KERNELRT_RESULTS_DIR:-bench/results}
 SITE=${KERNELRT_SITE:-/tmp/kernelrt-site}
 WORK=$(mktemp -d)
+KEEP=bench/results/tmp
+mkdir -p "$KEEP" "$RESULTS"
+STEPS=" ${*:-tests demo bench} "
+want() { [[ "$STEPS" == *" $1 "* ]]; }
 FAILED=()
 step() { printf '\n==== [%s] %s ====\n' "$(date +%H:%M:%S)" "$*"; }
 fail() { echo "!! $*"; FAILED+=("$*"); }
@@ -55,21 +63,52 @@ if ! "$PY" -c "import sys, kernelrt; a = kernelrt.CUDABackend.availability(); pr
   echo "no usable GPU: continuing because GPU_CHECK_ALLOW_CPU is set (GPU tests will skip)"
 fi
 
-step "5/7 GPU tests (tests/gpu)"
-"$PY" -m pytest -q -p no:cacheprovider tests/gpu --junitxml="$WORK/gpu-tests.xml" 2>&1 | tee "$WORK/gpu-tests.txt"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "GPU tests"
+if want tests; then
+  step "5/7 GPU tests (tests/gpu)"
+  "$PY" -m pytest -q -p no:cacheprovider tests/gpu --junitxml="$KEEP/gpu-tests.xml" 2>&1 | tee "$KEEP/gpu-tests.txt"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || fail "GPU tests"
+fi
 
-step "6/7 demo"
-"$PY" -m kernelrt.cli demo --json > "$WORK/demo.json" || fail "demo"
-"$PY" -c "import json; d = json.load(open('$WORK/demo.json')); print(json.dumps(d.get('checks', d), indent=1)[:3000])" || true
+if want demo; then
+  step "6/7 demo, from a cache warmed by a process that sees no GPU"
+  CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d ' .')
+  if [ -n "$CC" ]; then
+    CUDA_VISIBLE_DEVICES="" "$PY" -m kernelrt.cli cache warm --cc "$CC" > "$WORK/warm.txt" 2>&1 \
+      || { cat "$WORK/warm.txt"; fail "cache warm --cc $CC without a GPU"; }
+    tail -n 1 "$WORK/warm.txt"
+  fi
+  "$PY" -m kernelrt.cli demo --json > "$KEEP/demo.json" || fail "demo"
+  "$PY" - "$KEEP/demo.json" "${CC:+warmed}" <<'PY' || fail "demo kernels not loaded from the warmed cache"
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(json.dumps({k: d.get(k) for k in ("backend", "kernels", "checks")}, indent=1)[:3000])
+statuses = (d.get("kernels") or {}).get("statuses", {})
+if len(sys.argv) > 2 and sys.argv[2] and d["backend"]["name"] == "cuda" and set(statuses) != {"disk"}:
+    sys.exit(f"kernels warmed without a GPU should all load from disk here (got {statuses})")
+PY
+fi
 
-step "7/7 benchmarks"
-QUICK=${GPU_CHECK_QUICK:+--quick}
-"$PY" -m kernelrt.cli bench all $QUICK --plot --out "$RESULTS" \
-  --attach "gpu_tests=$WORK/gpu-tests.xml" --attach "demo=$WORK/demo.json" || fail "benchmarks"
+if want bench; then
+  step "7/7 benchmarks"
+  QUICK=${GPU_CHECK_QUICK:+--quick}
+  ATTACH=()
+  [ -f "$KEEP/gpu-tests.xml" ] && ATTACH+=(--attach "gpu_tests=$KEEP/gpu-tests.xml")
+  [ -f "$KEEP/demo.json" ] && ATTACH+=(--attach "demo=$KEEP/demo.json")
+  # MyoGen (Python >= 3.12) as the SFAP peer, CPU and CuPy paths, where this Python has it.
+  if [ -z "${KERNELRT_MYOGEN_PYTHON:-}" ] && "$PY" -c "import myogen" >/dev/null 2>&1; then
+    export KERNELRT_MYOGEN_PYTHON=$(command -v "$PY")
+  fi
+  touch "$WORK/before-bench"
+  "$PY" -m kernelrt.cli bench all $QUICK --plot --out "$RESULTS" "${ATTACH[@]}" || fail "benchmarks"
+fi
 
 step "summary"
 ls -la "$RESULTS" | tail -n 20
-if [ -n "${OUT:-}" ]; then cp "$RESULTS"/*"$(date +%F)"* "$OUT"/ 2>/dev/null && echo "copied results to \$OUT"; fi
+if [ -n "${OUT:-}" ]; then
+  # this run's files only: its results and plots, the test log and the demo's report
+  find "$RESULTS" -maxdepth 1 -type f -newer "$WORK/before-bench" -exec cp {} "$OUT"/ \; 2>/dev/null
+  cp "$KEEP"/gpu-tests.txt "$KEEP"/demo.json "$OUT"/ 2>/dev/null
+  echo "copied this run's results to \$OUT"
+fi
 if [ ${#FAILED[@]} -eq 0 ]; then echo "GPU check passed"; exit 0; fi
 echo "GPU check FAILED: ${FAILED[*]}"; exit 1
