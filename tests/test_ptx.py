@@ -1,7 +1,7 @@
 """PTX compilation of the test kernels for sm_80 and sm_90, with no GPU present."""
 
 import pytest
-from testlib import requires_nvrtc
+from testlib import forbid_nvvm, requires_nvrtc
 from kernels_for_tests import (
     axpy,
     block_sums,
@@ -61,8 +61,6 @@ def test_an_offline_entry_links_without_nvvm(cache_dir, monkeypatch):
     compiled it for link-time optimisation, and LTO links from LTO-IR, which it neither
     makes offline nor pickles. kernelrt compiles without LTO, so the stored PTX is linked.
     """
-    from numba.cuda.cudadrv import nvvm
-
     from kernelrt.compiler import compile_cuda_offline, cuda_arch, cuda_dispatcher
     from kernelrt.disk_cache import disk_cache_for
 
@@ -73,17 +71,16 @@ def test_an_offline_entry_links_without_nvvm(cache_dir, monkeypatch):
     assert compile_cuda_offline(fresh, argtypes, (9, 0), disk_cache_for())[0] == "disk"
     library = cuda_dispatcher(fresh, (9, 0)).overloads[argtypes]._codelibrary
 
-    def no_nvvm(*args, **kwargs):
-        raise AssertionError("linking the entry called NVVM")
-
     class Linker:  # what numba-cuda's get_cubin hands _link_all, minus the driver
         lto = library._lto
-        ptx: list = []
+
+        def __init__(self):
+            self.ptx = []
 
         def add_ptx(self, ptx):
             self.ptx.append(ptx)
 
-    monkeypatch.setattr(nvvm, "compile_ir", no_nvvm)
+    forbid_nvvm(monkeypatch)
     linker = Linker()
     library._link_all(linker, cuda_arch((9, 0)))  # the cc an H100's get_cubin asks for
     assert library._lto is False

@@ -28,3 +28,13 @@ def nvrtc_available() -> bool:
 requires_nvrtc = pytest.mark.skipif(
     not nvrtc_available(), reason="PTX compilation needs NVRTC (pip install kernelrt[test])"
 )
+
+
+def forbid_nvvm(monkeypatch) -> None:
+    """Make any NVVM compilation fail the test: what follows may only load and link."""
+    from numba.cuda.cudadrv import nvvm
+
+    def no_nvvm(*args, **kwargs):
+        raise AssertionError("NVVM was called: a cached kernel was compiled again")
+
+    monkeypatch.setattr(nvvm, "compile_ir", no_nvvm)

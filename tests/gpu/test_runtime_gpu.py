@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from kernels_for_tests import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d
 from numba import cuda
+from testlib import forbid_nvvm
 
 import kernelrt
 from kernelrt import CUDABackend, LaunchConfigError
@@ -198,8 +199,6 @@ def test_second_process_loads_without_compiling(cache_dir):
 def test_entry_made_without_a_gpu_is_only_linked(cache_dir, gpu, monkeypatch):
     """PTX compiled in a process that sees no GPU (as `kernelrt cache warm --cc 90` on a
     build machine) loads here without NVVM: the driver only links it."""
-    from numba.cuda.cudadrv import nvvm
-
     cc = gpu.compute_capability
     code = (
         "import sys; sys.path.insert(0, 'tests'); import kernelrt; from kernels_for_tests import shifted_sqrt;"
@@ -211,10 +210,7 @@ def test_entry_made_without_a_gpu_is_only_linked(cache_dir, gpu, monkeypatch):
                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert res.returncode == 0, res.stderr
 
-    def no_nvvm(*args, **kwargs):
-        raise AssertionError("NVVM was called: the cached PTX was compiled again")
-
-    monkeypatch.setattr(nvvm, "compile_ir", no_nvvm)
+    forbid_nvvm(monkeypatch)
     from kernels_for_tests import shifted_sqrt
 
     fresh = kernelrt.kernel(shifted_sqrt.py_func)  # same source, no overload in this process yet
