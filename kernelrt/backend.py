@@ -1,25 +1,23 @@
-"""The Backend contract, shared by CUDABackend and CPUBackend, and ``get_backend``.
+"""The Backend contract, shared by CUDABackend and CPUBackend.
 
-Every backend has the same members (DESIGN.md's table), so code written against a
-backend runs unchanged on a GPU or on the CPU cores. ``get_backend`` is the one place
-that chooses a backend: CUDA when ``CUDABackend.availability()`` is ok, otherwise the
-CPU, with the reason logged once per process.
+Every backend has the same members (the pydotcompute ``CUDABackend`` contract, see
+docs/architecture.md), so code written against a backend runs unchanged on a GPU or on
+the CPU cores. Choosing one is ``selection.get_backend``'s job.
 """
 
 from __future__ import annotations
 
 import abc
-import threading
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import config
 from .arguments import check_dtype, check_shape
-from .errors import BackendMismatchError, CudaUnavailableError
+from .errors import BackendMismatchError, DeviceMismatchError
 from .kernel_def import Kernel
 
-__all__ = ["Backend", "CompiledKernel", "get_backend"]
+__all__ = ["Backend", "CompiledKernel"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +59,19 @@ class Backend(abc.ABC):
     @property
     def is_available(self) -> bool:
         return bool(self.availability(self.device_id))
+
+    @property
+    def is_simulator(self) -> bool:
+        """True for a CUDA backend running in Numba's CUDA simulator (host memory, no CuPy)."""
+        return False
+
+    def activated(self):
+        """Context manager making this backend's device current on the calling thread.
+
+        Code that calls a foreign GPU library (CuPy) inside it runs on this backend's
+        device; on the CPU it does nothing.
+        """
+        return contextlib.nullcontext(self)
 
     device_id: int
     device_name: str
@@ -148,8 +159,6 @@ class Backend(abc.ABC):
                     f"compile it with this {self.name} backend (backend.compile_kernel)"
                 )
             if kernel.device_id != self.device_id:
-                from .errors import DeviceMismatchError
-
                 raise DeviceMismatchError(
                     f"kernel {kernel.name!r} was compiled for device {kernel.device_id}, not this "
                     f"backend's device {self.device_id}; compile it with this backend"
@@ -165,33 +174,3 @@ class Backend(abc.ABC):
 
     def __repr__(self):
         return f"<{type(self).__name__} device {self.device_id}: {self.device_name}>"
-
-
-_logged_reasons: set[str] = set()
-_log_lock = threading.Lock()
-
-
-def get_backend(kind: str = "auto", device_id: int = 0, **options) -> Backend:
-    """The backend to use: ``"cuda"``, ``"cpu"``, or ``"auto"`` (CUDA if available).
-
-    ``"cuda"`` raises CudaUnavailableError with the reason when CUDA cannot be used;
-    ``"auto"`` then falls back to the CPU and logs the reason once. ``options`` go to
-    the backend's constructor (``enable_caching``, ``cache_dir``).
-    """
-    from .cpu_backend import CPUBackend
-    from .cuda_backend import CUDABackend
-
-    if kind not in ("auto", "cuda", "cpu"):
-        raise ValueError(f"kind must be 'auto', 'cuda' or 'cpu' (got {kind!r})")
-    if kind == "cpu":
-        return CPUBackend(**options)
-    if kind == "cuda":
-        return CUDABackend(device_id=device_id, **options)
-    try:
-        return CUDABackend(device_id=device_id, **options)
-    except CudaUnavailableError as e:
-        with _log_lock:
-            if str(e) not in _logged_reasons:
-                _logged_reasons.add(str(e))
-                config.logger.warning("kernelrt: using the CPU backend: %s", e)
-        return CPUBackend(**options)

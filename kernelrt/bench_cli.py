@@ -19,12 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import config
+from .discovery import cpu_name, host_memory_info, package_versions, probe
+
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
 SUITES = ("launch", "cache", "sfap", "laplacian")
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
-    candidates = [os.environ.get("KERNELRT_REPO"), os.getcwd(), Path(__file__).resolve().parents[1]]
+    candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]
     for c in candidates:
         if c and (Path(c) / "bench" / "bench_launch.py").is_file():
             return Path(c).resolve()
@@ -157,7 +160,7 @@ def summarize(raw: dict, *, suites=(), quick=False, pytest_exit_code=0) -> dict:
         "pytest_exit_code": pytest_exit_code,
         "machine": _machine(),
         "device": _device(),
-        "versions": _versions(),
+        "versions": package_versions(),
         "benchmarks": entries,
         "ratios": ratios,
     }
@@ -174,16 +177,12 @@ def _git(*args) -> str | None:
 def _machine() -> dict:
     import platform
 
-    from .devices import cpu_name
-    from .memory import host_memory_info
-
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "platform": platform.platform(),
             "host_memory_bytes": host_memory_info()[1]}
 
 
 def _device() -> dict:
     from .cuda_backend import CUDABackend
-    from .devices import cpu_name, probe
 
     avail = CUDABackend.availability()
     if avail.code == "ok":
@@ -193,11 +192,6 @@ def _device() -> dict:
                 "total_memory": d.total_memory, "driver": facts.driver_version, "cuda_runtime": facts.runtime_version}
     return {"backend": "cpu", "name": cpu_name(), "cuda_unavailable": avail.reason}
 
-
-def _versions() -> dict:
-    from .cli import _versions as versions
-
-    return versions()
 
 
 def _slug(text: str) -> str:

@@ -227,7 +227,7 @@ def _cuda_versions() -> list[str]:
         parts.append(f"numba-cuda={metadata.version('numba-cuda')}")
     except metadata.PackageNotFoundError:
         parts.append("numba-cuda=?")
-    from .devices import probe
+    from .discovery import probe
 
     facts = probe()
     parts.append(f"cuda-runtime={facts.runtime_version}")

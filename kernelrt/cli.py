@@ -11,31 +11,17 @@ import json
 import sys
 import time
 
+from .discovery import cpu_name, host_memory_info, package_versions, probe
+
 __all__ = ["main", "build_parser"]
-
-
-def _versions() -> dict:
-    from importlib import metadata
-
-    from . import __version__
-
-    # A copy of the source tree on sys.path (tools/gpu_check.sh) has no distribution metadata.
-    out = {"python": sys.version.split()[0], "kernelrt": __version__}
-    for dist in ("kernelrt", "numpy", "scipy", "numba", "numba-cuda", "llvmlite", "cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "diskcache"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 def info_report() -> dict:
     """Everything ``kernelrt info`` shows, as a dict."""
     from .cpu_threads import threading_layer_name
     from .cuda_backend import CUDABackend
-    from .devices import cpu_name, probe
     from .disk_cache import disk_cache_for
-    from .memory import host_memory_info, vram_status
+    from .memory import vram_status
 
     facts = probe()
     avail = CUDABackend.availability()
@@ -62,7 +48,7 @@ def info_report() -> dict:
         "driver_version": _dotted(facts.driver_version),
         "cuda_runtime_version": _dotted(facts.runtime_version),
         "nvvm_version": _dotted(facts.nvvm_version),
-        "versions": _versions(),
+        "versions": package_versions(),
         "cache": {
             "directory": str(cache.directory),
             "enabled": cache.enabled,

@@ -25,16 +25,28 @@ current device for its compute capability while compiling, and we answer for it.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import threading
 import time
-import types
 import weakref
 
 from . import codegen, config
 from .cache_key import KeyBuilder, cpu_target, function_fingerprint, toolchain_versions
+from .cpu_threads import prepare_threading_layer
+from .discovery import probe
+from .disk_cache import disk_cache_for
 from .kernel_def import Kernel
+from .numba_internals import (
+    add_cpu_overload,
+    add_cuda_overload,
+    compile_cuda_for_cc,
+    cpu_overload_state,
+    cuda_arch,
+    cuda_overload_state,
+    link_cubin,
+    ptx_for_cc,
+    serialize,
+)
 
 __all__ = [
     "cpu_dispatcher",
@@ -43,7 +55,6 @@ __all__ = [
     "ensure_cpu",
     "ensure_cuda",
     "compile_cuda_offline",
-    "cuda_arch",
     "compile_ptx",
 ]
 
@@ -51,12 +62,6 @@ _PAYLOAD_VERSION = 1
 _dispatchers: "weakref.WeakKeyDictionary[Kernel, dict]" = weakref.WeakKeyDictionary()
 _registry_lock = threading.RLock()
 _key_locks: dict[str, threading.Lock] = {}
-
-
-def cuda_arch(cc) -> tuple:
-    """numba-cuda's arch tuple for a device: sm_90 and newer use the 'a' variant."""
-    major, minor = cc[:2]
-    return (major, minor, "a" if (major, minor) >= (9, 0) else "")
 
 
 # -- dispatchers ------------------------------------------------------------------
@@ -94,8 +99,6 @@ def _dispatcher(kernel: Kernel, target_label: str, make):
 
 def cpu_dispatcher(kernel: Kernel):
     """The process's ``njit(parallel=True)`` dispatcher of ``kernel``'s CPU entry."""
-    from .cpu_threads import prepare_threading_layer
-
     def make():
         import numba
 
@@ -172,10 +175,7 @@ def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load, present) 
             disk.record(misses=1, compile_seconds=seconds)
             config.logger.debug("compiled %s for %s in %.2fs", meta["kernel"], meta["target"], seconds)
             try:
-                # numba's pickler (cloudpickle) serialises generated functions by value.
-                from numba.core.serialize import dumps
-
-                payload = dumps((_PAYLOAD_VERSION, dump(obj)))
+                payload = serialize((_PAYLOAD_VERSION, dump(obj)))
             except Exception as e:  # uncachable (e.g. dynamic globals): keep it in memory only
                 _warn_uncachable(meta["kernel"], e)
                 return "compiled"
@@ -210,7 +210,7 @@ def _try_load(disk, key: str, load) -> bool:
         load(state, meta)
     except Exception as e:  # written by an incompatible numba, or damaged: recompile
         config.logger.debug("cache entry %s unusable (%s); recompiling", key[:12], e)
-        disk._reject(key, f"unloadable: {e}")
+        disk.reject(key, f"unloadable: {e}")
         return False
     seconds = time.perf_counter() - t0
     disk.record(hits=1, seconds_saved=max(0.0, float(meta.get("compile_seconds", 0.0)) - seconds))
@@ -223,8 +223,6 @@ def _try_load(disk, key: str, load) -> bool:
 
 def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
     """Make sure the CPU dispatcher has an overload for ``argtypes`` (user arguments)."""
-    from numba.core import compiler
-
     disp = cpu_dispatcher(kernel)
     full = cpu_entry_types(kernel, argtypes)
     if full in disp.overloads:
@@ -237,19 +235,11 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
         disp.compile(full)
         return disp.overloads[full]
 
-    def dump(cres):
-        if cres.library.has_dynamic_globals or any(not x.can_cache for x in cres.lifted):
-            raise TypeError("uses dynamic globals or lifted loops")
-        return cres._reduce()
-
     def load(state, meta):
-        disp.targetctx.refresh()  # as numba's own cache does before rebuilding
-        cres = compiler.CompileResult._rebuild(disp.targetctx, *state)
-        disp.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
-        disp.add_overload(cres)
+        add_cpu_overload(disp, state)
 
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(full)}
-    return _through_cache(disk, key, meta, compile_fn, dump, load, lambda: full in disp.overloads)
+    return _through_cache(disk, key, meta, compile_fn, cpu_overload_state, load, lambda: full in disp.overloads)
 
 
 def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
@@ -278,7 +268,7 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
     def compile_fn():
         disp.compile(argtypes)
         kern = disp.overloads[argtypes]
-        kern._codelibrary.get_cubin()  # link now, so the entry carries the cubin too
+        link_cubin(kern)  # link now, so the entry carries the cubin too
         return kern
 
     return _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn)
@@ -291,33 +281,20 @@ def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn) -> 
     key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}")
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
             "driver": _driver_version()}  # the driver that linked the cubin, if any
-    return _through_cache(disk, key, meta, compile_fn, _dump_cuda, _loader_cuda(disp, argtypes),
+    return _through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes),
                           lambda: argtypes in disp.overloads)
-
-
-def _dump_cuda(kern):
-    return kern._reduce_states()
 
 
 def _loader_cuda(disp, argtypes):
     def load(state, meta):
-        from numba.cuda.dispatcher import _Kernel
-
-        kern = _Kernel._rebuild(**state)
-        kern.objectmode = False  # _rebuild omits it; numba's dispatch reads it (nopython_signatures)
-        if meta.get("driver") != _driver_version():
-            # The cubin was linked by another driver's PTX JIT: keep the PTX (the key
-            # covers it) and link again here rather than trust that binary.
-            kern._codelibrary._cubin_cache.clear()
-            kern._codelibrary._linkerinfo_cache.clear()
-        disp.add_overload(kern, argtypes)
+        # A cubin linked by another driver's PTX JIT is not trusted: keep the PTX (the
+        # key covers it) and link again here.
+        add_cuda_overload(disp, argtypes, state, relink=meta.get("driver") != _driver_version())
 
     return load
 
 
 def _driver_version():
-    from .devices import probe
-
     version = probe().driver_version
     return list(version) if version else None
 
@@ -327,50 +304,12 @@ def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str
     if config.simulator_enabled():
         raise RuntimeError("offline CUDA compilation is not available under the CUDA simulator")
     disp = cuda_dispatcher(kernel, cc)
-    arch = cuda_arch(cc)
     argtypes = tuple(argtypes)
     if argtypes in disp.overloads:
         status = "memory"
     else:
-
-        def compile_fn():
-            # dispatcher.compile() would also bind (load) the kernel, which needs a device.
-            from numba.cuda.dispatcher import _Kernel
-
-            with _pretend_device(cc):
-                kern = _Kernel(disp.py_func, argtypes, **disp.targetoptions)
-            disp.add_overload(kern, argtypes)
-            return kern
-
-        status = _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn)
-    with _pretend_device(cc):
-        ptx = disp.overloads[argtypes]._codelibrary.get_asm_str(cc=arch)
-    return status, ptx
-
-
-_pretend_lock = threading.RLock()
-
-
-@contextlib.contextmanager
-def _pretend_device(cc):
-    """Answer numba-cuda's 'which device is current?' with a device of capability ``cc``."""
-    from numba.cuda import codegen as cuda_codegen
-    from numba.cuda import dispatcher as cuda_dispatch_mod
-
-    device = types.SimpleNamespace(compute_capability=tuple(cc[:2]), id=-1)
-    context = types.SimpleNamespace(device=device)
-    fake_devices = types.SimpleNamespace(get_context=lambda devnum=None: context)
-    from numba.cuda.core.compiler_lock import global_compiler_lock
-
-    # Under numba-cuda's compiler lock: no compilation in another thread sees the patch.
-    with _pretend_lock, global_compiler_lock:
-        saved = cuda_dispatch_mod.get_current_device, cuda_codegen.devices
-        cuda_dispatch_mod.get_current_device = lambda: device
-        cuda_codegen.devices = fake_devices
-        try:
-            yield
-        finally:
-            cuda_dispatch_mod.get_current_device, cuda_codegen.devices = saved
+        status = _through_cache_cuda(kernel, disp, argtypes, cc, disk, lambda: compile_cuda_for_cc(disp, argtypes, cc))
+    return status, ptx_for_cc(disp.overloads[argtypes], cc)
 
 
 def compile_ptx(kernel, signature, cc=(9, 0), *, cache=None) -> str:
@@ -380,8 +319,6 @@ def compile_ptx(kernel, signature, cc=(9, 0), *, cache=None) -> str:
     its argument types (``"float64[::1], float64"``). The result goes through the disk
     cache like any compilation, so a machine with that GPU later loads it.
     """
-    from .disk_cache import disk_cache_for
-
     if not isinstance(kernel, Kernel):
         kernel = Kernel(getattr(kernel, "py_func", kernel), kind="cuda")
     if not (isinstance(cc, tuple) and len(cc) == 2 and all(isinstance(x, int) for x in cc)):

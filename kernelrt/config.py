@@ -3,13 +3,16 @@
 Every knob lives here, typed and documented, so no other module reads ``os.environ``.
 
 =========================  ===================================================
-``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (see cache_dir.py)
+``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (``disk_cache.resolve_cache_dir``)
 ``KERNELRT_CACHE``         ``0`` disables the disk cache (memory cache only)
 ``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2)
 ``KERNELRT_DEBUG``         ``1`` logs cache and compile decisions at DEBUG level
 ``KERNELRT_SIMULATOR_CC``  compute capability the CUDA simulator pretends to have,
                            e.g. ``9.0`` (Numba's simulator reports 5.2)
+``KERNELRT_REPO``          the checkout whose ``bench/`` ``kernelrt bench`` runs
+                           (default: the working directory, then the source tree)
 ``NUMBA_ENABLE_CUDASIM``   Numba's own switch: run CUDA kernels in the simulator
+``NUMBA_THREADING_LAYER``  Numba's own: when set, kernelrt does not preload TBB
 =========================  ===================================================
 """
 
@@ -25,6 +28,8 @@ __all__ = [
     "debug_enabled",
     "simulator_enabled",
     "simulator_cc",
+    "bench_repo_override",
+    "numba_threading_layer",
     "logger",
 ]
 
@@ -78,6 +83,14 @@ def simulator_cc() -> tuple[int, int]:
         raise ValueError(
             f"KERNELRT_SIMULATOR_CC must look like '9.0' (got {value!r})"
         ) from None
+
+
+def bench_repo_override() -> str | None:
+    return os.environ.get("KERNELRT_REPO") or None
+
+
+def numba_threading_layer() -> str | None:
+    return os.environ.get("NUMBA_THREADING_LAYER") or None
 
 
 if debug_enabled():

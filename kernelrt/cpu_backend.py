@@ -18,12 +18,12 @@ import numpy as np
 from .arguments import check_kernel_arguments, is_device_array
 from .backend import Backend
 from .compiler import cpu_dispatcher, cpu_entry_types, ensure_cpu
-from .devices import Availability, CudaFacts, cpu_name
+from .discovery import Availability, CudaFacts, cpu_name, host_memory_info
 from .disk_cache import disk_cache_for
 from .errors import BackendMismatchError
 from .kernel_def import Kernel
 from .launch import LaunchConfig
-from .memory import host_memory_info
+from .numba_internals import on_missing_overload
 
 __all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
 
@@ -126,7 +126,7 @@ class CPUBackend(Backend):
         # answer with a checked load-or-compile through the cache. (The dispatcher is per
         # process; the backend prepared last provides the cache.)
         lead = len(cpu_entry_types(kernel, ()))
-        disp._compile_for_args = functools.partial(self._compile_for_args, kernel, disp, lead)
+        on_missing_overload(disp, functools.partial(self._compile_for_args, kernel, disp, lead))
         self._dispatchers[kernel] = disp
         return disp
 

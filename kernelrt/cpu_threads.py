@@ -19,6 +19,8 @@ import glob
 import os
 import sys
 
+from . import config
+
 __all__ = ["prepare_threading_layer", "threading_layer_name"]
 
 _prepared = False
@@ -40,7 +42,7 @@ def prepare_threading_layer() -> None:
     if _prepared:
         return
     _prepared = True
-    if os.environ.get("NUMBA_THREADING_LAYER"):
+    if config.numba_threading_layer():  # the user chose a layer: leave it to numba
         return
     for path in _tbb_library_candidates():
         try:

@@ -1,7 +1,7 @@
 """CUDABackend: one CUDA device, its memory, streams and kernel launches.
 
-Each backend owns one device. Every operation enters that device with ``_activated()``
-(``cuda_context.DeviceScope``), which makes the device current on the calling thread
+Each backend owns one device. Every operation enters that device with ``activated()``
+(``current_device.CurrentDevice``), which makes the device current on the calling thread
 and restores another device that was current before, so several backends, one per
 device and thread, never fight over the "current device". The device's compute
 capability and launch limits are read once, when the backend is made.
@@ -9,8 +9,9 @@ capability and launch limits are read once, when the backend is made.
 A launch is checked before it runs: the kernel's ``min_cc`` against the device, the
 launch configuration against the device's and the compiled kernel's limits (memoised
 per configuration), host arrays and arrays of other devices among the arguments. New
-argument types reach ``_compile_for_args`` from numba's dispatcher, which checks them
-against the signature and loads or compiles through the cache.
+argument types reach ``_compile_for_args`` from numba's dispatcher (installed with
+``numba_internals.on_missing_overload``), which checks them against the signature and
+loads or compiles through the cache.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
 from .backend import Backend
 from .compiler import cuda_dispatcher, ensure_cuda
-from .cuda_context import DeviceScope
-from .devices import classify, probe
+from .current_device import CurrentDevice
+from .discovery import classify, host_memory_info, probe
 from .disk_cache import disk_cache_for
 from .errors import (
     ComputeCapabilityError,
@@ -35,7 +36,14 @@ from .errors import (
 )
 from .kernel_def import Kernel
 from .launch import DeviceLimits, LaunchConfig, check_limits
-from .memory import host_memory_info
+from .numba_internals import (
+    allow_dynamic_shared_mem,
+    cuda_typeof,
+    free_deferred,
+    kernel_attributes,
+    memset_zero,
+    on_missing_overload,
+)
 
 __all__ = ["CUDABackend"]
 
@@ -93,12 +101,13 @@ class CUDABackend(Backend):
     def availability(cls, device_id: int = 0):
         return classify(probe(), device_id)
 
-    def _activated(self) -> DeviceScope:
-        return DeviceScope(self.device_id)
+    def activated(self) -> CurrentDevice:
+        """Context manager making this backend's device current (for its own work and CuPy)."""
+        return CurrentDevice(self.device_id)
 
-    def activated(self):
-        """Context manager making this backend's device current for foreign code (CuPy)."""
-        return self._activated()
+    @property
+    def is_simulator(self) -> bool:
+        return self._simulated
 
     def _read_limits(self) -> DeviceLimits:
         label = f"device {self.device_id} ({self.device_name})"
@@ -106,7 +115,7 @@ class CUDABackend(Backend):
             return DeviceLimits(device=label)
         from numba import cuda
 
-        with self._activated():
+        with self.activated():
             d = cuda.get_current_device()
             return DeviceLimits(
                 max_threads_per_block=d.MAX_THREADS_PER_BLOCK,
@@ -126,21 +135,19 @@ class CUDABackend(Backend):
         from numba import cuda
 
         shape, dtype = self._shape_dtype(shape, dtype)
-        with self._activated():
+        with self.activated():
             return cuda.device_array(shape, dtype)
 
     def zeros(self, shape, dtype=np.float32):
         from numba import cuda
 
         shape, dtype = self._shape_dtype(shape, dtype)
-        with self._activated():
+        with self.activated():
             if self._simulated:
                 return cuda.to_device(np.zeros(shape, dtype))
             out = cuda.device_array(shape, dtype)
             if out.size:
-                from numba.cuda.cudadrv.driver import device_memset
-
-                device_memset(out, 0, out.nbytes)
+                memset_zero(out)
             return out
 
     def to_device(self, a, stream=None):
@@ -153,7 +160,7 @@ class CUDABackend(Backend):
         host = np.asarray(a)
         check_dtype(host.dtype, "the array's dtype")
         host = _c_strides(host)
-        with self._activated():
+        with self.activated():
             if host.nbytes < PINNED_STAGING_BYTES:
                 return cuda.to_device(host, stream=stream or 0)
             with self._staging_lock:
@@ -172,7 +179,7 @@ class CUDABackend(Backend):
         if not is_device_array(a):
             raise TypeError(f"to_host takes a device array (got {describe(a)})")
         self._check_on_this_device(a, "a")
-        with self._activated():
+        with self.activated():
             d = a if getattr(a, "__cuda_ndarray__", False) else cuda.as_cuda_array(a)
             if stream is not None and d.is_c_contiguous():
                 out = cuda.pinned_array(d.shape, d.dtype)
@@ -223,7 +230,7 @@ class CUDABackend(Backend):
     def synchronize(self) -> None:
         from numba import cuda
 
-        with self._activated():
+        with self.activated():
             cuda.synchronize()
 
     def get_memory_info(self) -> tuple[int, int]:
@@ -231,7 +238,7 @@ class CUDABackend(Backend):
 
         if self._simulated:  # the simulator's "device memory" is host memory
             return host_memory_info()
-        with self._activated():
+        with self.activated():
             info = cuda.current_context().get_memory_info()
             return int(info.free), int(info.total)
 
@@ -241,15 +248,13 @@ class CUDABackend(Backend):
             return
         from numba import cuda
 
-        with self._activated():
-            ctx = cuda.current_context()
-            ctx.memory_manager.deallocations.clear()  # deferred frees of device and pinned memory
-            ctx.deallocations.clear()  # streams, events, modules
+        with self.activated():
+            free_deferred(cuda.current_context())
 
     def stream(self):
         from numba import cuda
 
-        with self._activated():
+        with self.activated():
             return cuda.stream()
 
     def event(self, timing: bool = True):
@@ -257,7 +262,7 @@ class CUDABackend(Backend):
 
         if self._simulated:  # the simulator's events take no arguments and time nothing
             return cuda.event()
-        with self._activated():
+        with self.activated():
             return cuda.event(timing=timing)
 
     # -- kernels ----------------------------------------------------------------------------
@@ -283,17 +288,17 @@ class CUDABackend(Backend):
         if not self._simulated:
             # numba calls _compile_for_args when no overload matches the arguments exactly:
             # answer with a checked load-or-compile through the cache, on this device.
-            disp._compile_for_args = functools.partial(self._compile_for_args, kernel, disp)
+            on_missing_overload(disp, functools.partial(self._compile_for_args, kernel, disp))
         self._dispatchers[kernel] = disp
         return disp
 
     def _compile_for_args(self, kernel, disp, *args, **kws):
-        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=_typeof)
+        argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=cuda_typeof)
         self._ensure(kernel, argtypes)
         return disp.overloads[tuple(argtypes)]
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
-        with self._activated():
+        with self.activated():
             status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
             if kernel in self._big_smem:  # launched with > 48 KiB before: new overloads too
                 self._opt_in_shared_mem(self._dispatchers[kernel])
@@ -305,18 +310,18 @@ class CUDABackend(Backend):
         except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
             k, disp, cfg, check_all = self._launcher(kernel, grid, block, shared_mem)
         if check_all:  # the simulator checks no types; a CompiledKernel takes only its own
-            check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=getattr(kernel, "argtypes", None))
+            check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof, declared=getattr(kernel, "argtypes", None))
         for a in args:
             if type(a) is np.ndarray:
-                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)  # raises: host array
+                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
             elif is_device_array(a):
                 self._check_on_this_device(a, "an argument array")
-        with self._activated():
+        with self.activated():
             try:
                 disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
             except TypeError:
                 # numba refused the call (e.g. the argument count): name the argument, or re-raise
-                check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
+                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)
                 raise
 
     def _launcher(self, kernel, grid, block, shared_mem):
@@ -327,7 +332,7 @@ class CUDABackend(Backend):
         check_limits(cfg, self.limits, **self._kernel_limits(disp))
         if cfg.shared_mem > _DEFAULT_SMEM and not self._simulated:
             self._big_smem.add(k)
-            with self._activated():
+            with self.activated():
                 self._opt_in_shared_mem(disp)
         entry = (k, disp, cfg, self._simulated or getattr(kernel, "argtypes", None) is not None)
         if type(kernel) is Kernel:
@@ -339,28 +344,23 @@ class CUDABackend(Backend):
         """Static shared memory and register-bound block size of the compiled overloads."""
         if self._simulated or not disp.overloads:
             return {}  # not compiled yet: the device limits are checked, the rest at launch
-        with self._activated():
-            attrs = [k._codelibrary.get_cufunc().attrs for k in list(disp.overloads.values())]
-        return {"static_shared_mem": max(a.shared for a in attrs),
-                "max_threads_for_kernel": min(a.maxthreads for a in attrs)}
+        with self.activated():
+            attrs = [kernel_attributes(k) for k in list(disp.overloads.values())]
+        return {"static_shared_mem": max(shared for shared, _ in attrs),
+                "max_threads_for_kernel": min(threads for _, threads in attrs)}
 
     def _opt_in_shared_mem(self, disp) -> None:
         """Let every compiled overload use all the shared memory the device allows (sm_70+).
 
         Dynamic shared memory above 48 KiB needs a per-kernel attribute; it is set once per
         overload, to the device's opt-in limit minus the kernel's static shared memory,
-        so a later, smaller request never lowers it. Call inside ``_activated()``.
+        so a later, smaller request never lowers it. Call inside ``activated()``.
         """
-        from numba.cuda.cudadrv.driver import binding, driver
-
-        attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         for kern in list(disp.overloads.values()):
             if id(kern) in self._opted_in:
                 continue
-            cufunc = kern._codelibrary.get_cufunc()
-            room = self.limits.max_shared_mem_per_block_optin - cufunc.attrs.shared
-            # numba-cuda loads kernels as CUkernel handles: set the attribute per device.
-            driver.cuKernelSetAttribute(attr, room, cufunc.handle, self.device_id)
+            static, _ = kernel_attributes(kern)
+            allow_dynamic_shared_mem(kern, self.limits.max_shared_mem_per_block_optin - static, self.device_id)
             self._opted_in.add(id(kern))
 
 
@@ -374,9 +374,3 @@ def _c_strides(host: np.ndarray) -> np.ndarray:
     """
     host = np.ascontiguousarray(host)
     return host.reshape(-1).reshape(host.shape) if host.ndim > 1 else host
-
-
-def _typeof(value):
-    from numba.cuda.typing.typeof import typeof
-
-    return typeof(value)

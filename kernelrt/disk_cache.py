@@ -50,12 +50,9 @@ def resolve_cache_dir(explicit: str | os.PathLike | None = None) -> Path:
     elif config.cache_dir_override():
         root = Path(config.cache_dir_override())
     else:
-        try:
-            import platformdirs
+        import platformdirs  # honours XDG_CACHE_HOME on Linux
 
-            root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
-        except ImportError:  # minimal installs (GPU machines fed with wheels): XDG default
-            root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kernelrt"
+        root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
     return root.expanduser() / f"kernelrt-{__version__}-schema{KEY_SCHEMA_VERSION}"
 
 
@@ -199,7 +196,7 @@ class DiskCache:
                 with handle:
                     problem = _ownership_problem(Path(handle.name), os.fstat(handle.fileno()))
                     if problem:
-                        self._reject(key, f"unsafe entry: {problem}", delete=False)
+                        self.reject(key, f"unsafe entry: {problem}", delete=False)
                         return None
                     blob = handle.read()
         except (sqlite3.Error, OSError) as e:
@@ -212,24 +209,25 @@ class DiskCache:
 
     def _decode(self, key: str, blob: bytes):
         if len(blob) < _HEADER.size:
-            return self._reject(key, "truncated entry")
+            return self.reject(key, "truncated entry")
         magic, version, stored_key, checksum, meta_len = _HEADER.unpack_from(blob)
         if magic != MAGIC:
-            return self._reject(key, "foreign entry (bad magic)")
+            return self.reject(key, "foreign entry (bad magic)")
         if version != FORMAT_VERSION:
-            return self._reject(key, f"old-format entry (format {version})")
+            return self.reject(key, f"old-format entry (format {version})")
         if stored_key.decode(errors="replace") != key:
-            return self._reject(key, "entry stored under another key")
+            return self.reject(key, "entry stored under another key")
         body = blob[_HEADER.size :]
         if hashlib.sha256(body).digest() != checksum or len(body) < meta_len:
-            return self._reject(key, "corrupt entry (checksum mismatch)")
+            return self.reject(key, "corrupt entry (checksum mismatch)")
         try:
             meta = json.loads(body[:meta_len])
         except ValueError:
-            return self._reject(key, "corrupt entry metadata")
+            return self.reject(key, "corrupt entry metadata")
         return body[meta_len:], meta
 
-    def _reject(self, key: str, why: str, delete: bool = True):
+    def reject(self, key: str, why: str, delete: bool = True):
+        """Count an unusable entry (a miss), log why, and delete it unless told not to."""
         self.stats.rejected += 1
         config.logger.debug("cache entry %s rejected: %s", key[:12], why)
         if delete:

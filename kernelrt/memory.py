@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import sys
 
 from .errors import DeviceMemoryError
 
 __all__ = [
-    "host_memory_info",
     "vram_status",
     "vram_guard",
     "release_pool",
@@ -34,22 +32,9 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
-def host_memory_info() -> tuple[int, int]:
-    """(available, total) bytes of host RAM."""
-    try:
-        with open("/proc/meminfo") as f:
-            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if ":" in line}
-        return info.get("MemAvailable", info["MemFree"]), info["MemTotal"]
-    except (OSError, KeyError, ValueError):
-        pages = os.sysconf("SC_PHYS_PAGES")
-        size = os.sysconf("SC_PAGE_SIZE")
-        avail = os.sysconf("SC_AVPHYS_PAGES")
-        return avail * size, pages * size
-
-
 def vram_status() -> list[dict]:
     """Free, used and total memory of every CUDA device (NVML; empty without a driver)."""
-    from .devices import probe
+    from .discovery import probe
 
     out = []
     for dev in probe().devices:

@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 import kernelrt
-from kernelrt.devices import CudaFacts, DeviceInfo, classify
+from kernelrt.discovery import CudaFacts, DeviceInfo, classify
 
 H100 = DeviceInfo(0, "NVIDIA H100 80GB HBM3", (9, 0), 80 * 2**30, "GPU-1", None)
 P100 = DeviceInfo(1, "Tesla P100", (6, 0), 16 * 2**30, "GPU-2", None)
@@ -52,12 +52,13 @@ def test_this_machine_answers_with_a_reason_not_a_traceback():
         assert isinstance(info.value, ImportError)  # the one error the CPU fallback catches
 
 
-def test_auto_falls_back_to_cpu_with_reason_logged_once(caplog):
+def test_auto_falls_back_to_cpu_with_reason_logged_once(caplog, monkeypatch):
     if kernelrt.CUDABackend.check_available():
         pytest.skip("CUDA is available here")
-    from kernelrt import backend
+    from kernelrt import selection
 
-    backend._logged_reasons.clear()
+    monkeypatch.setattr(selection, "_defaults", {})
+    monkeypatch.setattr(selection, "_logged_reasons", set())
     with caplog.at_level("WARNING", logger="kernelrt"):
         assert kernelrt.get_backend("auto").name == "cpu"
         assert kernelrt.get_backend("auto").name == "cpu"

@@ -4,7 +4,8 @@ import pytest
 
 import kernelrt
 from kernelrt import DeviceMemoryError, fit_batch, vram_guard
-from kernelrt.memory import format_bytes, host_memory_info
+from kernelrt.discovery import host_memory_info
+from kernelrt.memory import format_bytes
 
 
 def test_host_memory_info():

@@ -61,7 +61,8 @@ def test_an_offline_entry_links_without_nvvm(cache_dir, monkeypatch):
     compiled it for link-time optimisation, and LTO links from LTO-IR, which it neither
     makes offline nor pickles. kernelrt compiles without LTO, so the stored PTX is linked.
     """
-    from kernelrt.compiler import compile_cuda_offline, cuda_arch, cuda_dispatcher
+    from kernelrt.compiler import compile_cuda_offline, cuda_dispatcher
+    from kernelrt.numba_internals import cuda_arch
     from kernelrt.disk_cache import disk_cache_for
 
     sig = "float64[::1], float64[::1], float64[::1], float64"

@@ -115,10 +115,10 @@ def test_min_cc_gate(gpu):
 
 
 def test_min_cc_met_with_simulated_cc(monkeypatch, cache_dir):
-    from kernelrt import devices
+    from kernelrt import discovery
 
     monkeypatch.setenv("KERNELRT_SIMULATOR_CC", "9.0")
-    devices.probe.cache_clear()
+    discovery.probe.cache_clear()
     try:
         gpu = CUDABackend(0)
         assert gpu.compute_capability == (9, 0)
@@ -128,7 +128,7 @@ def test_min_cc_met_with_simulated_cc(monkeypatch, cache_dir):
         assert gpu.to_host(out)[0] == x.sum()
     finally:
         monkeypatch.delenv("KERNELRT_SIMULATOR_CC")
-        devices.probe.cache_clear()
+        discovery.probe.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -169,7 +169,7 @@ def test_device_ids_out_of_range():
 
 
 def test_operations_enter_and_leave_the_device(gpu):
-    from kernelrt.cuda_context import active_devices
+    from kernelrt.current_device import active_devices
 
     assert active_devices() == ()
     with gpu.activated():
@@ -202,7 +202,7 @@ def test_argument_on_another_device_refused(gpu):
 def test_backends_in_threads_keep_their_own_device_stack(gpu):
     import threading
 
-    from kernelrt.cuda_context import active_devices
+    from kernelrt.current_device import active_devices
 
     seen, errors = {}, []
     x = np.arange(64.0)

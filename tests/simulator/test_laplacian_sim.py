@@ -14,7 +14,7 @@ import pytest
 from laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case
 
 import kernelrt
-from kernelrt import devices
+from kernelrt import discovery
 from kernelrt.kernels import laplacian as lap
 
 
@@ -22,12 +22,12 @@ from kernelrt.kernels import laplacian as lap
 def gpu60(cache_dir, monkeypatch):
     """A simulated device with cc 6.0, enough for the fp64-atomic kernel."""
     monkeypatch.setenv("KERNELRT_SIMULATOR_CC", "6.0")
-    devices.probe.cache_clear()
+    discovery.probe.cache_clear()
     try:
         yield kernelrt.CUDABackend(0)
     finally:
         monkeypatch.delenv("KERNELRT_SIMULATOR_CC")
-        devices.probe.cache_clear()
+        discovery.probe.cache_clear()
 
 
 @pytest.mark.parametrize("name", EDGE_CASES)

@@ -12,7 +12,9 @@ Probing never creates a CUDA context.
 from __future__ import annotations
 
 import functools
+import os
 import platform
+import sys
 from dataclasses import dataclass, field
 
 from . import config
@@ -24,6 +26,8 @@ __all__ = [
     "probe",
     "classify",
     "cpu_name",
+    "host_memory_info",
+    "package_versions",
     "REASONS",
 ]
 
@@ -266,3 +270,32 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "cpu"
+
+
+def host_memory_info() -> tuple[int, int]:
+    """(available, total) bytes of host RAM."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if ":" in line}
+        return info.get("MemAvailable", info["MemFree"]), info["MemTotal"]
+    except (OSError, KeyError, ValueError):
+        pages = os.sysconf("SC_PHYS_PAGES")
+        size = os.sysconf("SC_PAGE_SIZE")
+        avail = os.sysconf("SC_AVPHYS_PAGES")
+        return avail * size, pages * size
+
+
+def package_versions() -> dict:
+    """Versions of Python, kernelrt and the libraries it runs on (those installed)."""
+    from importlib import metadata
+
+    from . import __version__
+
+    # A copy of the source tree on sys.path (tools/gpu_check.sh) has no distribution metadata.
+    out = {"python": sys.version.split()[0], "kernelrt": __version__}
+    for dist in ("kernelrt", "numpy", "scipy", "numba", "numba-cuda", "llvmlite", "cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "diskcache"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out

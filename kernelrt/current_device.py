@@ -1,6 +1,6 @@
 """The calling thread's current CUDA device, entered and left around each operation.
 
-``DeviceScope(i)`` makes device ``i``'s primary context current for one backend
+``CurrentDevice(i)`` (a context manager) makes device ``i``'s primary context current for one backend
 operation. If the thread's current context is already device ``i``'s, nothing is
 pushed. If another device's is current, ``i``'s primary context is pushed and popped on
 exit (also on errors), so the other device is current again. If none was current,
@@ -15,8 +15,9 @@ from __future__ import annotations
 import threading
 
 from . import config
+from .numba_internals import current_device_ordinal
 
-__all__ = ["DeviceScope", "active_devices"]
+__all__ = ["CurrentDevice", "active_devices"]
 
 _tls = threading.local()
 
@@ -26,7 +27,7 @@ def active_devices() -> tuple[int, ...]:
     return tuple(getattr(_tls, "stack", ()))
 
 
-class DeviceScope:
+class CurrentDevice:
     """Makes a device current on this thread for an operation (see the module docstring)."""
 
     __slots__ = ("device_id", "_gpu", "_pop")
@@ -56,7 +57,4 @@ def _current_device() -> int | None:
     """The device of the calling thread's current CUDA context, or None (one driver query)."""
     if config.simulator_enabled():
         return None  # the simulator's contexts are no-ops: always "push"
-    from numba.cuda.cudadrv.driver import driver
-
-    with driver.get_active_context() as active:
-        return active.devnum
+    return current_device_ordinal()
