@@ -112,7 +112,7 @@ def _event_seconds(backend, fn, repeats: int = 20) -> float:
 def gpu_metrics(backend, name: str) -> dict:
     """Device-resident times on a CUDA backend: assembly, SpMV (with bandwidth vs peak)."""
     from kernelrt.kernels.laplacian import LaplacianOperator, MeshTopology
-    from kernelrt.kernels.laplacian_assembly import assemble_values
+    from kernelrt.kernels.laplacian.assembly import assemble_values
 
     V, F = mesh(name)
     topo = MeshTopology(F, len(V))
@@ -125,8 +125,8 @@ def gpu_metrics(backend, name: str) -> dict:
     op = LaplacianOperator(L, m, backend=backend)
     x = backend.to_device(np.ones(len(V)))
     y = backend.allocate(len(V), np.float64)
-    from kernelrt.kernels.laplacian_backend import BLOCK, blocks
-    from kernelrt.kernels.laplacian_spmv import csr_matvec
+    from kernelrt.kernels.laplacian.placement import BLOCK, blocks
+    from kernelrt.kernels.laplacian.spmv import csr_matvec
 
     seconds = _event_seconds(
         backend, lambda: backend.launch_kernel(csr_matvec, blocks(len(V)), BLOCK, op.data, op.indices, op.indptr, x, y))
@@ -336,7 +336,7 @@ def test_cohort_kernelrt(benchmark, backend):
     group = f"cohort-{'ico5' if QUICK else 'ico7'}x{len(cohort)}"
     info = {"subjects": len(cohort), "vertices": len(V), "backend": backend.name, "device": backend.device_name}
     if backend.name == "cuda":  # device-resident: the 100-subject target
-        from kernelrt.kernels.laplacian_assembly import assemble_values
+        from kernelrt.kernels.laplacian.assembly import assemble_values
 
         Vd, tables = backend.to_device(cohort), topo._tables(backend, "deterministic")
         info["device_resident_s"] = _event_seconds(backend, lambda: assemble_values(backend, tables, Vd), 5)

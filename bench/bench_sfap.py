@@ -8,7 +8,7 @@ NMJ delay, MUAP) from the same inputs, in the same run.
 The peer is MyoGen itself when a Python 3.12 interpreter with ``myogen==0.12.0`` is found
 (``KERNELRT_MYOGEN_PYTHON``, else /tmp/myogen312/bin/python; setup in
 tools/regen_sfap_golden.py), served by bench/myogen_peer.py so that only its
-computation is timed; otherwise the in-repo NumPy reference (tests/sfap_reference.py),
+computation is timed; otherwise the in-repo NumPy reference (kernels/sfap/reference.py),
 and the peer name says which. Peak RSS is measured for dz = 0.01 in fresh processes.
 On a GPU the kernelrt entries also carry the column kernel's time alone, its FP64 rate
 (2·Nt·Nz·Ne·Nf flops) and exp rate beside the device's peak.
@@ -48,7 +48,7 @@ def case_name(nf: int, ne: int, dz: float) -> str:
 
 def make_case(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0) -> dict:
     """A motor unit drawn like the golden files' generator (tests/data/sfap/README.md)."""
-    from kernelrt.kernels.sfap_reference import synthetic_motor_unit
+    from kernelrt.kernels.sfap.reference import synthetic_motor_unit
 
     return synthetic_motor_unit(nf, ne, dz, seed, length)
 
@@ -107,11 +107,11 @@ class MyoGenPeer:
 class ReferencePeer:
     """The in-repo NumPy reference, when MyoGen cannot be run here."""
 
-    name = "numpy reference (tests/sfap_reference.py; MyoGen not installed)"
+    name = "numpy reference (kernels/sfap/reference.py; MyoGen not installed)"
 
     def __init__(self):
         sys.path.insert(0, str(REPO / "tests"))
-        from kernelrt.kernels.sfap_reference import reference_sfaps
+        from kernelrt.kernels.sfap.reference import reference_sfaps
 
         self._fn = reference_sfaps
         self._case = None
@@ -183,9 +183,9 @@ def peak_rss_bytes(nf: int, ne: int, dz: float, backend: str = "auto") -> int:
 
 def gpu_kernel_metrics(backend, case: dict, repeats: int = 5) -> dict:
     """Column-kernel time alone on a CUDA backend, with its FP64 and exp rates."""
-    from kernelrt.kernels import sfap_run
-    from kernelrt.kernels.sfap_inputs import check_inputs
-    from kernelrt.kernels.sfap_prep import I_AHI, I_ALO, I_NZ, I_SIGMA, plan_fibres
+    from kernelrt.kernels.sfap import run as sfap_run
+    from kernelrt.kernels.sfap.inputs import check_inputs
+    from kernelrt.kernels.sfap.prep import I_AHI, I_ALO, I_NZ, I_SIGMA, plan_fibres
 
     plan = plan_fibres(**check_inputs(**case, min_radial_dist=None))
     nf, nt = plan.vt.shape

@@ -54,10 +54,10 @@ def get_backend(kind: str | Backend | None = "auto", device_id: int = 0, **optio
         kind = "auto"
     if not isinstance(kind, str):
         raise TypeError(
-            f"backend must be a kernelrt backend, 'auto', 'cuda', 'cpu' or None (got {type(kind).__name__})"
+            f"backend must be 'auto', 'cuda' or 'cpu', a kernelrt backend, or None (got {type(kind).__name__})"
         )
     if kind not in KINDS:
-        raise ValueError(f"backend kind must be 'auto', 'cuda' or 'cpu' (got {kind!r})")
+        raise ValueError(f"backend must be 'auto', 'cuda' or 'cpu', a kernelrt backend, or None (got {kind!r})")
     if options:
         return _make(kind, device_id, options)
     # Keyed by the cache directory too: a test or a script that points KERNELRT_CACHE_DIR

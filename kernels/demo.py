@@ -145,7 +145,7 @@ def _load_kernels(backend, cfg, rep, as_json) -> None:
 
 def _sfap(backend, cfg, rep, as_json) -> None:
     from .sfap import compute_sfaps
-    from .sfap_reference import channel_error, reference_sfaps, synthetic_motor_unit
+    from .sfap.reference import channel_error, reference_sfaps, synthetic_motor_unit
 
     case = synthetic_motor_unit(cfg.fibres, cfg.electrodes, cfg.dz, length=cfg.muscle_mm)
     _say(as_json, f"\nSFAP: {cfg.fibres} fibres x {cfg.electrodes} electrodes, dz {cfg.dz:g} mm, "
@@ -174,7 +174,7 @@ def _sfap(backend, cfg, rep, as_json) -> None:
 
 def _laplacian(backend, cfg, rep, as_json) -> None:
     from . import laplacian as lap
-    from .laplacian_reference import reference_hks, reference_laplacian, surface_area
+    from .laplacian.reference import reference_hks, reference_laplacian, surface_area
 
     V, F = lap.icosphere(cfg.level)
     n = V.shape[0]

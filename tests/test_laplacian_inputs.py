@@ -175,7 +175,7 @@ def test_no_warning_on_a_clean_mesh():
 @pytest.mark.slow  # compiles the int64 variants of the CPU kernels (~9 s)
 def test_int64_index_tables_give_the_same_result(monkeypatch):
     """Meshes with N + 6F >= 2**31 get int64 tables; force that path on a small mesh."""
-    from kernelrt.kernels import laplacian_inputs
+    from kernelrt.kernels.laplacian import inputs as laplacian_inputs
 
     V, F = lap.noisy_icosphere(2)
     ref = lap.MeshTopology(F, len(V))

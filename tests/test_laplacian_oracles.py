@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sla
 from kernelrt.kernels import laplacian as lap
-from kernelrt.kernels.laplacian_reference import surface_area
+from kernelrt.kernels.laplacian.reference import surface_area
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,7 @@ def test_wks_main_branch_for_many_energies(ico3):
 
 
 def test_repeated_assemblies_never_overwrite_live_results():
-    """Output memory is recycled (laplacian_buffers) only once earlier results are unreachable."""
+    """Output memory is recycled (laplacian.buffers) only once earlier results are unreachable."""
     V, F = lap.icosphere(7)  # large enough (9 MB of values > 4 MB) for the pool to engage
     shapes = [V, V * [1.0, 2.0, 1.0], V * [1.0, 1.0, 3.0]]  # anisotropic: different L
     topo = lap.MeshTopology(F, len(V))

@@ -1,10 +1,10 @@
-"""The in-repo NumPy reference (kernels/laplacian_reference.py) against SpectralBrain's
+"""The in-repo NumPy reference (kernels/laplacian/reference.py) against SpectralBrain's
 golden data and against the kernels, so the demo's check means something."""
 
 import numpy as np
 import pytest
 from kernelrt.kernels import laplacian as lap
-from kernelrt.kernels.laplacian_reference import (
+from kernelrt.kernels.laplacian.reference import (
     reference_hks,
     reference_laplacian,
     surface_area,

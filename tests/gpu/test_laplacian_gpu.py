@@ -70,7 +70,7 @@ def test_fsaverage_cohort(gpu):
     cohort += 0.001 * rng.standard_normal(cohort.shape)
     Vd = gpu.to_device(cohort)
     tables = topo._tables(gpu, "deterministic")
-    from kernelrt.kernels.laplacian_assembly import assemble_values
+    from kernelrt.kernels.laplacian.assembly import assemble_values
 
     assemble_values(gpu, tables, Vd)  # compile or load
     gpu.synchronize()

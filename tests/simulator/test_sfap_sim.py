@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from kernelrt.kernels import sfap_prep, sfap_run
+from kernelrt.kernels.sfap import prep as sfap_prep
+from kernelrt.kernels.sfap import run as sfap_run
 from kernelrt.kernels.sfap import compute_sfaps
-from kernelrt.kernels.sfap_inputs import check_inputs
-from kernelrt.kernels.sfap_reference import channel_error, reference_sfaps
+from kernelrt.kernels.sfap.inputs import check_inputs
+from kernelrt.kernels.sfap.reference import channel_error, reference_sfaps
 from testlib import DATA
 
 from kernelrt.arguments import is_device_array

@@ -2,8 +2,17 @@
 
 ``compute_sfaps`` reproduces MyoGen 0.12 ``MotorUnitSim.calc_sfaps`` (and
 ``calc_muap(jitter_std=0)``) for one motor unit to about 1e-14 channel-relative error
-(specs/SFAP.md): host preparation that is bit-exact in float64 (sfap_prep.py), the fused
-current-density contraction (sfap_kernels.py) and the NMJ delay (sfap_delay.py).
+(docs/sfap.md). The package is split by concern:
+
+==============  ===================================================================
+``inputs``      validation of every argument, before any work
+``prep``        host preparation, bit-exact in float64 (masks, mirror map, tables)
+``kernels``     the electrode responses h and the fused current-density contraction
+``cpu_math``    the vectorisable e^{-x} of the CPU twin
+``delay``       the NMJ delay and the MUAP sum
+``run``         the launch sequence: batches sized to free memory, kernels, delay
+``reference``   a plain NumPy reference written from the model, for tests and the demo
+==============  ===================================================================
 
 Work is split into batches of fibres so that the per-fibre buffers (the electrode
 responses h, Nz x Ne doubles per fibre) fit in the free device memory (``fit_batch``,
@@ -20,15 +29,16 @@ import numpy as np
 
 import kernelrt
 
-from .sfap_inputs import check_inputs
-from .sfap_prep import plan_fibres
+from .delay import sfap_delay, sfap_muap
+from .inputs import check_inputs
+from .kernels import sfap_columns, sfap_response
+from .prep import plan_fibres
+from .run import HOST_BUDGET_BYTES, run_plan
 
 __all__ = ["HOST_BUDGET_BYTES", "SfapResult", "compute_sfaps", "warm_specs"]
 
-HOST_BUDGET_BYTES = 1 << 30  # at most this much RAM for per-fibre buffers on the CPU
-
 _SIG_RESPONSE = "float64[:, ::1], float64[:, ::1], float64[::1], int64[::1], float64[:, :, ::1]"
-# On the CPU the response kernel writes through a transposed view (sfap_run.launch_response).
+# On the CPU the response kernel writes through a transposed view (run.launch_response).
 _SIG_RESPONSE_CPU = "float64[:, ::1], float64[:, ::1], float64[::1], int64[::1], float64[:, :, :]"
 _SIG_COLUMNS = (
     "float64[:, ::1], float64[:, ::1], float64[:, :, ::1], int64[:, ::1], float64[:, ::1], "
@@ -92,26 +102,12 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
         fibre_ends=fibre_ends, nerve_paths=nerve_paths, branch_cv=branch_cv, electrodes=electrodes,
         dt=dt, dz=dz, min_radial_dist=min_radial_dist,
     )
-    backend = _backend_of(backend)
+    backend = kernelrt.get_backend(backend)
     plan = plan_fibres(**inputs)
-    from .sfap_run import run_plan  # numba is imported only when work is done
-
     raw, sfaps, muap = run_plan(backend, plan, inputs["electrodes"][:, 2].copy())
     if backend.name != "cpu" and not keep_on_device:
         raw, sfaps, muap = backend.to_host(raw), backend.to_host(sfaps), backend.to_host(muap)
     return SfapResult(t=plan.t, sfaps_raw=raw, sfaps=sfaps, muap=muap, backend=backend.name)
-
-
-def _backend_of(backend):
-    if backend is None:
-        return kernelrt.get_backend("auto")
-    if isinstance(backend, str):
-        return kernelrt.get_backend(backend)
-    if not isinstance(backend, kernelrt.Backend):
-        raise TypeError(
-            f"backend must be a kernelrt backend, 'auto', 'cuda', 'cpu' or None (got {type(backend).__name__})"
-        )
-    return backend
 
 
 def warm_specs() -> dict:
@@ -121,9 +117,6 @@ def warm_specs() -> dict:
         ``{"cpu": [(kernel, signature), ...], "cuda": [...]}`` for ``kernelrt cache warm``.
         On the CPU the delay and the MUAP run in NumPy, so only two kernels are listed.
     """
-    from .sfap_delay import sfap_delay, sfap_muap
-    from .sfap_kernels import sfap_columns, sfap_response
-
     return {
         "cpu": [(sfap_response, _SIG_RESPONSE_CPU), (sfap_columns, _SIG_COLUMNS)],
         "cuda": [(sfap_response, _SIG_RESPONSE), (sfap_columns, _SIG_COLUMNS), (sfap_delay, _SIG_DELAY),

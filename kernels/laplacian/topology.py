@@ -20,17 +20,19 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from .laplacian_assembly import assemble_values
-from .laplacian_backend import cupy_or_none, host_backend, resolve_backend
-from .laplacian_buffers import HostBufferPool
-from .laplacian_inputs import (
+import kernelrt
+
+from .assembly import assemble_values
+from .buffers import HostBufferPool
+from .inputs import (
     DegenerateMeshWarning,
     check_device_vertices,
     check_faces,
     check_vertex_batch,
     check_vertices,
 )
-from .laplacian_pattern import build_face_slots, build_pattern
+from .pattern import build_face_slots, build_pattern
+from .placement import cupy_or_none, host_backend
 
 __all__ = ["MeshTopology", "DeviceCSR", "cotan_laplacian"]
 
@@ -177,7 +179,7 @@ class MeshTopology:
         Warns:
             DegenerateMeshWarning: degenerate faces were dropped, or vertices lost all faces.
         """
-        be = resolve_backend(backend)
+        be = kernelrt.get_backend(backend)
         if _on_device(be, vertices):
             V3 = check_device_vertices(vertices, self.n_vertices, batch=False).reshape(1, self.n_vertices, 3)
         else:
@@ -205,7 +207,7 @@ class MeshTopology:
             (host numpy unless ``keep_on_device``). ``matrices(values)`` gives the S CSR
             matrices.
         """
-        be = resolve_backend(backend)
+        be = kernelrt.get_backend(backend)
         if _on_device(be, vertices):
             v = check_device_vertices(vertices, self.n_vertices, batch=True)
         else:
@@ -219,7 +221,7 @@ class MeshTopology:
         if be.name == "cpu":
             vals, mass, n_bad, n_iso = assemble_values(be, tables, V3, variant, self._pool)
         else:
-            from .laplacian_batching import run_on_device
+            from .batching import run_on_device
 
             vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device)
         self._warn(n_bad, n_iso, V3.shape[0])
@@ -276,7 +278,7 @@ def cotan_laplacian(vertices, faces, backend=None, **options):
     Validates the vertices before building anything. Build a ``MeshTopology`` yourself
     to reuse the pattern across geometries (several subjects, time steps, surrogates).
     """
-    be = resolve_backend(backend)
+    be = kernelrt.get_backend(backend)
     if _on_device(be, vertices):
         return MeshTopology(faces, int(vertices.shape[0])).assemble(vertices, be, **options)
     v = check_vertices(vertices)

@@ -21,7 +21,7 @@ roughly 50-100 M exps; lanes 25-31 of each warp idle when Ne = 25.
 
 The CPU twin (``_columns_cpu``) runs ``prange`` over (fibre, run of CTK-sample tiles)
 tasks. Per tile it evaluates ψ once per needed row and sample with a SIMD e^{-x}
-(sfap_cpu_math.py), Λ once per row, I as a few interval passes, and the contraction as
+(cpu_math.py), Λ once per row, I as a few interval passes, and the contraction as
 SIMD dot products of eight I rows with two h rows (h electrode-major on the CPU). Its
 summation order is fixed by the compiled code and the tile, never by threads or batches.
 Measured on 2 cores (AVX-512): 200 fibres x 25 electrodes at dz = 0.1 in ~0.45 CPU-s.
@@ -30,7 +30,7 @@ Both evaluate x³ as x·x·x where NumPy (MyoGen) calls pow: they differ by at m
 (spec §12.3), far below the 1e-12 target, and pow costs as much as two exps.
 No FMA can change a mask or a row: x = -2(σ(z_j - ζ) - v t_k) uses the host's z and v t
 (σ = ±1 makes σρ exact, so a fused σρ - vt rounds the same), and every mask is an
-integer interval from the host (sfap_prep.py).
+integer interval from the host (prep.py).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from numba import cuda, float64, prange
 
 import kernelrt
 
-from .sfap_cpu_math import EXP_NEG_MAX, dot8, dot8x2, exp_neg
-from .sfap_prep import (
+from .cpu_math import EXP_NEG_MAX, dot8, dot8x2, exp_neg
+from .prep import (
     D1,
     F_DELTA,
     F_SCALE,
@@ -75,7 +75,7 @@ _NO_ROW = 1 << 62
 
 @kernelrt.device
 def fibre_params(ipar, fpar, fb):
-    """Fibre ``fb``'s plan scalars (sfap_prep.py): the long-side, short-side and end-plate
+    """Fibre ``fb``'s plan scalars (prep.py): the long-side, short-side and end-plate
     row intervals, the mirror base, the wave direction σ, ζ, Δ and the current scale."""
     sigma = 1.0 if ipar[fb, I_SIGMA] > 0 else -1.0
     return (ipar[fb, I_ALO], ipar[fb, I_AHI], ipar[fb, I_SLO], ipar[fb, I_SHI], ipar[fb, I_MB],

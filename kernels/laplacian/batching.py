@@ -13,7 +13,7 @@ import numpy as np
 
 import kernelrt
 
-from .laplacian_assembly import assemble_values
+from .assembly import assemble_values
 
 __all__ = ["run_on_device", "bytes_per_subject"]
 

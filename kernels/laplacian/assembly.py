@@ -1,6 +1,6 @@
 """Value kernels of the cotangent Laplacian and mass, for one subject or a cohort.
 
-Owns the per-geometry work; the topology tables come from laplacian_pattern.py.
+Owns the per-geometry work; the topology tables come from pattern.py.
 Two variants fill the same CSR values (S, nnz), masses (S, N) and per-vertex flags:
 
 * ``row_values`` (default, both backends): one thread per (row, subject). The thread
@@ -30,7 +30,7 @@ from numba import cuda
 
 import kernelrt
 
-from .laplacian_backend import BLOCK, blocks
+from .placement import BLOCK, blocks
 
 __all__ = [
     "face_terms",

@@ -17,14 +17,15 @@ Owns the spectral layer on top of (L, m):
 
 from __future__ import annotations
 
-import contextlib
 
 import logging
 
 import numpy as np
 import scipy.sparse as sp
 
-from .laplacian_backend import cupy_or_none, resolve_backend
+import kernelrt
+
+from .placement import cupy_or_none
 
 __all__ = [
     "eigenpairs",
@@ -103,7 +104,7 @@ def eigenpairs(
     m = _host_vector(m, n, "m")
     if method not in ("auto", "shift-invert", "dense"):
         raise ValueError(f"method must be 'auto', 'shift-invert' or 'dense' (got {method!r})")
-    be = resolve_backend(backend)
+    be = kernelrt.get_backend(backend)
     cp = cupy_or_none(be)
     if method == "auto":
         if be.name == "cuda" and cp is not None and n <= dense_max:
@@ -116,7 +117,7 @@ def eigenpairs(
     if method == "dense":
         if (sigma, which, tol, maxiter) != (-0.01, "LM", 0.0, None):
             logger.warning("eigenpairs: sigma/which/tol/maxiter are ignored by the dense method")
-        with be.activated() if be.name == "cuda" else contextlib.nullcontext():  # CuPy on the backend's device
+        with be.activated():  # CuPy on the backend's device
             evals, evecs = _dense(L, m, k, cp)
     else:
         evals, evecs = _shift_invert(L, m, k, sigma, which, tol, maxiter)
@@ -239,7 +240,7 @@ def hks(evals, evecs, t=None, *, n_times: int = 100, normalize: bool = False, ba
     evals = _pair(evals, evecs)
     t = hks_times(evals, n_times) if t is None else np.asarray(t, dtype=np.float64)
     weights = np.exp(-evals[None, :] * t[:, None])  # (T, k)
-    return _gemm(evecs, weights, normalize, resolve_backend(backend))
+    return _gemm(evecs, weights, normalize, kernelrt.get_backend(backend))
 
 
 def wks(evals, evecs, e=None, *, n_energies: int = 100, sigma=None, normalize: bool = True, backend=None):
@@ -258,7 +259,7 @@ def wks(evals, evecs, e=None, *, n_energies: int = 100, sigma=None, normalize: b
     gauss = np.exp(-(diff**2) / (2 * sigma**2))
     gauss = gauss / np.clip(gauss.sum(axis=1, keepdims=True), 1e-30, None)
     phi = evecs[:, nz] if isinstance(evecs, np.ndarray) else evecs[:, np.flatnonzero(nz)]
-    return _gemm(phi, gauss, normalize, resolve_backend(backend))
+    return _gemm(phi, gauss, normalize, kernelrt.get_backend(backend))
 
 
 def hks_batch(evals, evecs, t, *, normalize: bool = False, backend=None):
@@ -274,7 +275,7 @@ def hks_batch(evals, evecs, t, *, normalize: bool = False, backend=None):
         )
     t = np.asarray(t, dtype=np.float64)
     weights = np.exp(-evals[:, None, :] * t[None, :, None])  # (S, T, k)
-    be = resolve_backend(backend)
+    be = kernelrt.get_backend(backend)
     cp = cupy_or_none(be)
     if cp is None:
         return np.stack([_gemm(evecs[s], weights[s], normalize, be) for s in range(evals.shape[0])])

@@ -16,9 +16,9 @@ import numpy as np
 
 import kernelrt
 
-from .sfap_delay import delay_fft, dirichlet_table, sfap_delay, sfap_muap
-from .sfap_kernels import COLUMNS_BLOCK, TK, TPB_E, sfap_columns, sfap_response
-from .sfap_prep import I_NZ, FibrePlan
+from .delay import delay_fft, dirichlet_table, sfap_delay, sfap_muap
+from .kernels import COLUMNS_BLOCK, TK, TPB_E, sfap_columns, sfap_response
+from .prep import I_NZ, FibrePlan
 
 __all__ = [
     "DELAY_BLOCK",
@@ -37,6 +37,8 @@ RESPONSE_BLOCK = (256, 1, 1)
 DELAY_BLOCK = (64, 4, 1)
 MUAP_BLOCK = (32, 8, 1)
 _MAX_GRID_Y = 65535  # fibres per batch are the grid's y extent
+
+HOST_BUDGET_BYTES = 1 << 30  # at most this much RAM for per-fibre buffers on the CPU
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -59,8 +61,6 @@ def batch_bytes(backend_name: str, plan: FibrePlan, ne: int) -> tuple[int, int]:
 
 def batch_size(backend, plan: FibrePlan, ne: int) -> int:
     """Fibres per batch that fit 70 % of the backend's free memory (and the host budget)."""
-    from .sfap import HOST_BUDGET_BYTES
-
     nf = plan.vt.shape[0]
     per_fibre, fixed = batch_bytes(backend.name, plan, ne)
     free, _ = backend.get_memory_info()

@@ -1,33 +1,35 @@
 """Cotangent Laplacian (SpectralBrain 0.1.0 conventions) as kernelrt kernels.
 
-Public API of the kernel family; the work lives in the ``laplacian_*`` modules:
+The package's ``__init__`` is the family's public API; the work is split by concern:
 
-==========================  ===========================================================
-``laplacian_inputs``        validation, dtypes, ``DegenerateMeshWarning``
-``laplacian_pattern``       topology-only CSR pattern and tables (numba, host)
-``laplacian_assembly``      value kernels: deterministic per-row, atomic per-face
-``laplacian_topology``      ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``
-``laplacian_batching``      cohorts on a GPU within free memory
-``laplacian_buffers``       recycling of large host outputs across assemblies
-``laplacian_spmv``          ``L @ x`` and fused explicit heat steps
-``laplacian_spectral``      eigenpairs, HKS, WKS and their default grids
-``laplacian_meshes``        icospheres (golden-exact) and jittered icospheres
-==========================  ===========================================================
+===============  ===========================================================
+``inputs``       validation, dtypes, ``DegenerateMeshWarning``
+``pattern``      topology-only CSR pattern and tables (numba, host)
+``assembly``     value kernels: deterministic per-row, atomic per-face
+``topology``     ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``
+``batching``     cohorts on a GPU within free memory
+``buffers``      recycling of large host outputs across assemblies
+``placement``    the host backend, CuPy on a CUDA device, launch geometry
+``spmv``         ``L @ x`` and fused explicit heat steps
+``spectral``     eigenpairs, HKS, WKS and their default grids
+``meshes``       icospheres (golden-exact) and jittered icospheres
+``reference``    a plain NumPy/SciPy reference, for tests and the demo
+===============  ===========================================================
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped
-barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning.
+barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning (docs/laplacian.md).
 """
 
 from __future__ import annotations
 
-from .laplacian_assembly import assembly_kernels
-from .laplacian_inputs import DegenerateMeshWarning
-from .laplacian_meshes import icosphere, mean_edge_length, noisy_icosphere
-from .laplacian_pattern import pattern_kernels
-from .laplacian_spectral import eigenpairs, hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
-from .laplacian_spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels
-from .laplacian_topology import DeviceCSR, MeshTopology, cotan_laplacian
+from .assembly import assembly_kernels
+from .inputs import DegenerateMeshWarning
+from .meshes import icosphere, mean_edge_length, noisy_icosphere
+from .pattern import pattern_kernels
+from .spectral import eigenpairs, hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
+from .spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels
+from .topology import DeviceCSR, MeshTopology, cotan_laplacian
 
 __all__ = [
     "MeshTopology",

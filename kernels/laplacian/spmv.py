@@ -19,7 +19,7 @@ from numba import cuda
 
 import kernelrt
 
-from .laplacian_backend import BLOCK, blocks, resolve_backend
+from .placement import BLOCK, blocks
 
 __all__ = [
     "csr_matvec",
@@ -155,7 +155,7 @@ class LaplacianOperator:
     """
 
     def __init__(self, L, m=None, backend=None):
-        self.backend = be = resolve_backend(backend)
+        self.backend = be = kernelrt.get_backend(backend)
         data, indices, indptr, shape = _csr_parts(L)
         if len(shape) != 2 or shape[0] != shape[1]:
             raise ValueError(f"L must be a square matrix (got shape {tuple(shape)})")
