@@ -31,7 +31,7 @@ class KernelrtError(Exception):
 class CudaUnavailableError(KernelrtError, ImportError):
     """CUDA cannot be used here: the one error ``get_backend("auto")`` falls back on.
 
-    ``reason`` is the machine-readable code of :class:`kernelrt.Availability`.
+    ``reason`` is the machine-readable code of ``kernelrt.Availability``.
     """
 
     def __init__(self, message: str, reason: str = "unknown"):

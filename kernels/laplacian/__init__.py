@@ -1,20 +1,18 @@
 """Cotangent Laplacian (SpectralBrain 0.1.0 conventions) as kernelrt kernels.
 
-The package's ``__init__`` is the family's public API; the work is split by concern:
+This ``__init__`` is the family's public API; the modules:
 
-===============  ===========================================================
-``inputs``       validation, dtypes, ``DegenerateMeshWarning``
-``pattern``      topology-only CSR pattern and tables (numba, host)
-``assembly``     value kernels: deterministic per-row, atomic per-face
-``topology``     ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``
-``batching``     cohorts on a GPU within free memory
-``buffers``      recycling of large host outputs across assemblies
-``placement``    the host backend, CuPy on a CUDA device, launch geometry
-``spmv``         ``L @ x`` and fused explicit heat steps
-``spectral``     eigenpairs, HKS, WKS and their default grids
-``meshes``       icospheres (golden-exact) and jittered icospheres
-``reference``    a plain NumPy/SciPy reference, for tests and the demo
-===============  ===========================================================
+- ``inputs``: validation, dtypes, ``DegenerateMeshWarning``.
+- ``pattern``: topology-only CSR pattern and tables (numba, host).
+- ``assembly``: value kernels, deterministic per-row and atomic per-face.
+- ``topology``: ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``.
+- ``batching``: cohorts on a GPU within free memory.
+- ``buffers``: recycling of large host outputs across assemblies.
+- ``placement``: the host backend, CuPy on a CUDA device, launch geometry.
+- ``spmv``: ``L @ x`` and fused explicit heat steps.
+- ``spectral``: eigenpairs, HKS, WKS and their default grids.
+- ``meshes``: icospheres (golden-exact) and jittered icospheres.
+- ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped

@@ -90,8 +90,11 @@ def eigenpairs(
         backend: decides the "auto" method (see the module docstring).
         method: "auto", "shift-invert" (SciPy ARPACK, host) or "dense" (standardised
             dense eigh: CuPy on a CUDA backend, else NumPy on the host; O(N³), 8N² bytes).
-        sigma, which, tol, maxiter: ARPACK parameters (ignored by the dense route,
-            which logs a warning when they differ from SpectralBrain's defaults).
+        sigma: ARPACK's shift (the dense route ignores sigma, which, tol and maxiter,
+            and logs a warning when they differ from SpectralBrain's defaults).
+        which: ARPACK's choice of eigenvalues around ``sigma``.
+        tol: ARPACK's relative tolerance.
+        maxiter: ARPACK's iteration limit.
         dense_max: largest N the "auto" method sends to the dense route.
 
     Returns:

@@ -71,10 +71,13 @@ class MeshTopology:
             they get an empty row, m = 1e-20 and a warning at assembly).
 
     Attributes:
-        n_vertices, n_faces, nnz: sizes; ``nnz`` counts stored entries (the diagonal of
-            every row is stored, possibly as an explicit zero).
+        n_vertices: number of vertices N.
+        n_faces: number of faces kept (faces repeating a vertex are dropped).
+        nnz: stored entries; the diagonal of every row is stored, possibly as an
+            explicit zero.
         index_dtype: int32, or int64 when N + 6F does not fit in int32.
-        indptr, indices: the CSR pattern (read-only views, sorted columns).
+        indptr: the CSR row pointers (a read-only view).
+        indices: the CSR column indices, sorted within each row (a read-only view).
         n_repeated_faces: faces that repeat a vertex index (always dropped).
         n_unreferenced: vertices in no face with three distinct indices.
     """
@@ -199,7 +202,8 @@ class MeshTopology:
 
         Args:
             vertices: (S, N, 3) coordinates, one mesh per subject.
-            backend, variant: as in ``assemble``.
+            backend: as in ``assemble``.
+            variant: as in ``assemble``.
             keep_on_device: on CUDA, return the device arrays (the whole cohort must fit).
 
         Returns:

@@ -2,17 +2,15 @@
 
 ``compute_sfaps`` reproduces MyoGen 0.12 ``MotorUnitSim.calc_sfaps`` (and
 ``calc_muap(jitter_std=0)``) for one motor unit to about 1e-14 channel-relative error
-(docs/sfap.md). The package is split by concern:
+(docs/sfap.md). This ``__init__`` is the family's public API; the modules:
 
-==============  ===================================================================
-``inputs``      validation of every argument, before any work
-``prep``        host preparation, bit-exact in float64 (masks, mirror map, tables)
-``kernels``     the electrode responses h and the fused current-density contraction
-``cpu_math``    the vectorisable e^{-x} of the CPU twin
-``delay``       the NMJ delay and the MUAP sum
-``run``         the launch sequence: batches sized to free memory, kernels, delay
-``reference``   a plain NumPy reference written from the model, for tests and the demo
-==============  ===================================================================
+- ``inputs``: validation of every argument, before any work.
+- ``prep``: host preparation, bit-exact in float64 (masks, mirror map, tables).
+- ``kernels``: the electrode responses h and the fused current-density contraction.
+- ``cpu_math``: the vectorisable e^{-x} of the CPU twin.
+- ``delay``: the NMJ delay and the MUAP sum.
+- ``run``: the launch sequence (batches sized to free memory, kernels, delay).
+- ``reference``: a plain NumPy reference written from the model, for tests and the demo.
 
 Work is split into batches of fibres so that the per-fibre buffers (the electrode
 responses h, Nz x Ne doubles per fibre) fit in the free device memory (``fit_batch``,
