@@ -14,6 +14,9 @@ import numpy as np
 
 from .errors import BackendMismatchError, KernelArgumentError
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = [
     "is_device_array",
     "check_kernel_arguments",

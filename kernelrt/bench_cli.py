@@ -13,13 +13,16 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import config
+from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, package_versions, probe
 
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
@@ -72,8 +75,6 @@ def _attachment(spec: str) -> tuple[str, object]:
     if not os.path.isfile(path):
         raise SystemExit(f"--attach {name}: no file at {path}")
     if path.endswith(".xml"):
-        import xml.etree.ElementTree as ET
-
         root = ET.parse(path).getroot()
         suite = root if root.tag == "testsuite" else root.find("testsuite")
         keys = ("tests", "failures", "errors", "skipped", "time")
@@ -175,15 +176,11 @@ def _git(*args) -> str | None:
 
 
 def _machine() -> dict:
-    import platform
-
     return {"cpu": cpu_name(), "cores": os.cpu_count(), "platform": platform.platform(),
             "host_memory_bytes": host_memory_info()[1]}
 
 
 def _device() -> dict:
-    from .cuda_backend import CUDABackend
-
     avail = CUDABackend.availability()
     if avail.code == "ok":
         d = avail.devices[0]
@@ -207,7 +204,7 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
     Each benchmark ``figure`` (``<suite>-<case>``) is one panel; the panels of a suite share
     a PNG per quantity, with kernelrt and every peer as lines in the same panel.
     """
-    try:
+    try:  # optional (the bench extra), imported only for --plot
         import matplotlib
 
         matplotlib.use("Agg")
@@ -308,6 +305,6 @@ def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, basel
 
 
 def matplotlib_ticker():
-    import matplotlib.ticker
+    import matplotlib.ticker  # optional: only plot_results calls this
 
     return matplotlib.ticker

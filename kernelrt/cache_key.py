@@ -19,6 +19,15 @@ import marshal
 import platform
 import sys
 import types
+from importlib import metadata
+
+import numpy as np
+
+from . import __version__
+from .discovery import probe
+
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
 
 __all__ = ["KEY_SCHEMA_VERSION", "KeyBuilder", "function_fingerprint", "toolchain_versions", "cpu_target"]
 
@@ -108,8 +117,6 @@ class _Walker:
             self.emit(label, type(value).__qualname__, _stable_repr(value))
 
     def _numpy(self, value, label):
-        import numpy as np
-
         arr = np.asarray(value)
         self.emit(label, "ndarray", arr.dtype.str, arr.shape, hashlib.sha256(arr.tobytes()).hexdigest())
 
@@ -203,15 +210,12 @@ def toolchain_versions(target: str) -> str:
     """Versions of everything between the source and the binary for ``target``."""
     import llvmlite
     import numba
-    import numpy
-
-    from . import __version__
 
     parts = [
         f"python={sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}",
         f"numba={numba.__version__}",
         f"llvmlite={llvmlite.__version__}",
-        f"numpy={numpy.__version__}",
+        f"numpy={np.__version__}",
         f"kernelrt={__version__}",
     ]
     if target == "cuda":
@@ -220,15 +224,11 @@ def toolchain_versions(target: str) -> str:
 
 
 def _cuda_versions() -> list[str]:
-    from importlib import metadata
-
     parts = []
     try:
         parts.append(f"numba-cuda={metadata.version('numba-cuda')}")
     except metadata.PackageNotFoundError:
         parts.append("numba-cuda=?")
-    from .discovery import probe
-
     facts = probe()
     parts.append(f"cuda-runtime={facts.runtime_version}")
     parts.append(f"nvvm={facts.nvvm_version}")

@@ -11,18 +11,22 @@ import json
 import sys
 import time
 
+from .bench_cli import add_bench_parser
+from .compiler import compile_cuda_offline
+from .cpu_backend import CPUBackend
+from .cpu_threads import threading_layer_name
+from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, package_versions, probe
+from .disk_cache import disk_cache_for
+from .kernels import warm_specs
+from .kernels.demo import add_demo_parser  # the front end is the one part that uses the kernel library
+from .memory import format_bytes, vram_status
 
 __all__ = ["main", "build_parser"]
 
 
 def info_report() -> dict:
     """Everything ``kernelrt info`` shows, as a dict."""
-    from .cpu_threads import threading_layer_name
-    from .cuda_backend import CUDABackend
-    from .disk_cache import disk_cache_for
-    from .memory import vram_status
-
     facts = probe()
     avail = CUDABackend.availability()
     cache = disk_cache_for()
@@ -64,8 +68,6 @@ def _dotted(v):
 
 
 def _cmd_info(args) -> int:
-    from .memory import format_bytes
-
     r = info_report()
     if args.json:
         print(json.dumps(r, indent=2))
@@ -93,9 +95,6 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from .disk_cache import disk_cache_for
-    from .memory import format_bytes
-
     cache = disk_cache_for()
     if args.action == "list":
         rows = cache.entries()
@@ -148,11 +147,6 @@ def _parse_ccs(text: str) -> list[tuple[int, int]]:
 
 
 def _cmd_cache_warm(args, cache) -> int:
-    from .compiler import compile_cuda_offline
-    from .cpu_backend import CPUBackend
-    from .cuda_backend import CUDABackend
-    from .kernels import warm_specs
-
     specs = warm_specs()
     backends = [CPUBackend()]
     if CUDABackend.check_available():
@@ -196,9 +190,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cc", type=_parse_ccs, help="warm: also build PTX for these compute capabilities, e.g. 80,90")
     p.add_argument("--json", action="store_true", help="print JSON (list, stats)")
     p.set_defaults(func=_cmd_cache)
-
-    from .bench_cli import add_bench_parser
-    from .kernels.demo import add_demo_parser  # the front end may use the kernel library
 
     add_demo_parser(sub)
     add_bench_parser(sub)

@@ -48,6 +48,9 @@ from .numba_internals import (
     serialize,
 )
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = [
     "cpu_dispatcher",
     "cpu_entry_types",

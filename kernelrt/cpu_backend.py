@@ -25,6 +25,9 @@ from .kernel_def import Kernel
 from .launch import LaunchConfig
 from .numba_internals import on_missing_overload
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
 
 

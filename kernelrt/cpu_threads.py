@@ -19,7 +19,12 @@ import glob
 import os
 import sys
 
+import numpy as np
+
 from . import config
+
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
 
 __all__ = ["prepare_threading_layer", "threading_layer_name"]
 
@@ -56,7 +61,6 @@ def threading_layer_name() -> str:
     """The layer numba uses (runs a tiny parallel loop once to find out)."""
     prepare_threading_layer()
     import numba
-    import numpy as np
 
     try:
         return numba.threading_layer()

@@ -45,6 +45,9 @@ from .numba_internals import (
     on_missing_overload,
 )
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = ["CUDABackend"]
 
 PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer

@@ -17,6 +17,9 @@ import threading
 from . import config
 from .numba_internals import current_device_ordinal
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = ["CurrentDevice", "active_devices"]
 
 _tls = threading.local()

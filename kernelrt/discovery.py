@@ -16,8 +16,12 @@ import os
 import platform
 import sys
 from dataclasses import dataclass, field
+from importlib import metadata
 
-from . import config
+from . import __version__, config
+
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
 
 __all__ = [
     "DeviceInfo",
@@ -219,7 +223,7 @@ def _nvml_total_memory(uuid: str | None) -> int | None:
     if uuid is None:
         return None
     try:
-        import pynvml
+        import pynvml  # NVML is opened only when probing; import kernelrt touches no GPU library
 
         pynvml.nvmlInit()
         handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
@@ -287,10 +291,6 @@ def host_memory_info() -> tuple[int, int]:
 
 def package_versions() -> dict:
     """Versions of Python, kernelrt and the libraries it runs on (those installed)."""
-    from importlib import metadata
-
-    from . import __version__
-
     # A copy of the source tree on sys.path (tools/gpu_check.sh) has no distribution metadata.
     out = {"python": sys.version.split()[0], "kernelrt": __version__}
     for dist in ("kernelrt", "numpy", "scipy", "numba", "numba-cuda", "llvmlite", "cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py", "diskcache"):

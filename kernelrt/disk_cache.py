@@ -19,6 +19,7 @@ entries are evicted past the size limit. On top of it kernelrt adds:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -31,7 +32,10 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import config
+import diskcache
+import platformdirs
+
+from . import __version__, config
 from .cache_key import KEY_SCHEMA_VERSION
 
 __all__ = ["DiskCache", "CacheStats", "EntryInfo", "resolve_cache_dir", "disk_cache_for", "cache_stats"]
@@ -43,15 +47,11 @@ _HEADER = struct.Struct("<4sH64s32sI")  # magic, format, key, sha256(meta+payloa
 
 def resolve_cache_dir(explicit: str | os.PathLike | None = None) -> Path:
     """Explicit argument, then KERNELRT_CACHE_DIR, then the user cache dir; versioned."""
-    from . import __version__
-
     if explicit is not None:
         root = Path(explicit)
     elif config.cache_dir_override():
         root = Path(config.cache_dir_override())
     else:
-        import platformdirs  # honours XDG_CACHE_HOME on Linux
-
         root = Path(platformdirs.user_cache_dir("kernelrt", appauthor=False))
     return root.expanduser() / f"kernelrt-{__version__}-schema{KEY_SCHEMA_VERSION}"
 
@@ -120,8 +120,6 @@ class DiskCache:
     # -- opening and degrading -------------------------------------------------
 
     def _open(self) -> None:
-        import diskcache
-
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as e:
@@ -267,8 +265,6 @@ class DiskCache:
             yield
             return
         try:
-            import fcntl
-
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:

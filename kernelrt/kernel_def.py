@@ -24,6 +24,9 @@ import inspect
 
 from .errors import BackendMismatchError
 
+# numba and numba-cuda are imported inside the functions that use them, so that importing
+# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
+
 __all__ = ["Kernel", "kernel", "cuda_kernel", "device"]
 
 _OPTIONS = ("fastmath",)

@@ -13,7 +13,9 @@ import contextlib
 import gc
 import sys
 
+from .discovery import probe
 from .errors import DeviceMemoryError
+from .selection import get_backend
 
 __all__ = [
     "vram_status",
@@ -34,8 +36,6 @@ def format_bytes(n: float) -> str:
 
 def vram_status() -> list[dict]:
     """Free, used and total memory of every CUDA device (NVML; empty without a driver)."""
-    from .discovery import probe
-
     out = []
     for dev in probe().devices:
         free, total = _nvml_memory(dev.uuid)
@@ -55,7 +55,7 @@ def _nvml_memory(uuid) -> tuple[int | None, int | None]:
     if uuid is None:
         return None, None
     try:
-        import pynvml
+        import pynvml  # NVML is opened only when asked; import kernelrt touches no GPU library
 
         pynvml.nvmlInit()
         info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid))
@@ -71,7 +71,7 @@ def release_pool(backend=None) -> None:
         backend.release_memory()
     if "cupy" in sys.modules:
         with contextlib.suppress(Exception):
-            import cupy
+            import cupy  # already imported by the user (checked above): this only looks it up
 
             cupy.get_default_memory_pool().free_all_blocks()
             cupy.get_default_pinned_memory_pool().free_all_blocks()
@@ -87,8 +87,6 @@ def vram_guard(min_free_gb: float, backend=None):
     if not isinstance(min_free_gb, (int, float)) or min_free_gb < 0:
         raise ValueError(f"min_free_gb must be a number >= 0 (got {min_free_gb!r})")
     if backend is None:
-        from .backend import get_backend
-
         backend = get_backend("auto")
     need = int(min_free_gb * 2**30)
     free, _ = backend.get_memory_info()

@@ -15,7 +15,7 @@ def warm_specs() -> dict:
         ``{"cpu": [(kernel, signature), ...], "cuda": [...]}``, what ``kernelrt cache
         warm`` and ``kernelrt demo`` compile or load.
     """
-    from . import laplacian, sfap
+    from . import laplacian, sfap  # they import numba: the CLI imports this package for --help too
 
     specs: dict = {"cpu": [], "cuda": []}
     for module in (sfap, laplacian):

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
+
+import kernelrt
+
+from . import warm_specs
 
 __all__ = ["DemoConfig", "run_demo", "add_demo_parser"]
 
@@ -79,7 +85,6 @@ def _step(label: str, enabled: bool):
     def ticker():
         if done.wait(1.0) or not enabled:
             return
-        from tqdm import tqdm
 
         with tqdm(desc=label, bar_format="{desc}: {elapsed}", file=sys.stderr, leave=False) as bar:
             while not done.wait(0.25):
@@ -103,8 +108,6 @@ def _say(report_json: bool, text: str = "") -> None:
 
 def run_demo(cfg: DemoConfig, *, as_json: bool = False) -> Report:
     """Run the demo; prints as it goes unless ``as_json``; returns the report."""
-    import kernelrt
-
     t_start = time.perf_counter()
     rep = Report()
     backend = kernelrt.get_backend(cfg.backend, device_id=cfg.device)
@@ -125,10 +128,6 @@ def run_demo(cfg: DemoConfig, *, as_json: bool = False) -> Report:
 
 
 def _load_kernels(backend, cfg, rep, as_json) -> None:
-    from tqdm import tqdm
-
-    from . import warm_specs
-
     specs = warm_specs()[backend.name]
     statuses = []
     t0 = time.perf_counter()
@@ -144,7 +143,7 @@ def _load_kernels(backend, cfg, rep, as_json) -> None:
 
 
 def _sfap(backend, cfg, rep, as_json) -> None:
-    from .sfap import compute_sfaps
+    from .sfap import compute_sfaps  # the families import numba: only when the demo runs
     from .sfap.reference import channel_error, reference_sfaps, synthetic_motor_unit
 
     case = synthetic_motor_unit(cfg.fibres, cfg.electrodes, cfg.dz, length=cfg.muscle_mm)
@@ -173,7 +172,7 @@ def _sfap(backend, cfg, rep, as_json) -> None:
 
 
 def _laplacian(backend, cfg, rep, as_json) -> None:
-    from . import laplacian as lap
+    from . import laplacian as lap  # imports numba: only when the demo runs
     from .laplacian.reference import reference_hks, reference_laplacian, surface_area
 
     V, F = lap.icosphere(cfg.level)
@@ -292,8 +291,6 @@ def add_demo_parser(sub) -> None:
 
 
 def _cmd_demo(args) -> int:
-    import json
-
     overrides = {k: v for k, v in dict(fibres=args.fibres, electrodes=args.electrodes, dz=args.dz,
                                        level=args.level, eigs=args.eigs).items() if v is not None}
     overrides.update(backend=args.backend, device=args.device, references=not args.no_reference)
@@ -301,7 +298,6 @@ def _cmd_demo(args) -> int:
     n_vertices = 10 * 4**cfg.level + 2
     if cfg.eigs >= n_vertices - 1:
         raise SystemExit(f"kernelrt demo: error: --eigs must be below {n_vertices - 1} for level {cfg.level} (got {cfg.eigs})")
-    import kernelrt
 
     try:
         rep = run_demo(cfg, as_json=args.json)

@@ -25,6 +25,7 @@ per-row insertion sort of ~13 candidates), no ``np.unique``.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 import kernelrt
@@ -144,8 +145,6 @@ def _grid(n: int) -> int:
 
 def _parts() -> int:
     """One vertex range per CPU thread for ``fill_corners`` (each range rescans all faces)."""
-    import numba
-
     return max(1, int(numba.get_num_threads()))
 
 

@@ -17,11 +17,11 @@ Owns the spectral layer on top of (L, m):
 
 from __future__ import annotations
 
-
 import logging
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.sparse.linalg import eigsh
 
 import kernelrt
 
@@ -129,8 +129,6 @@ def eigenpairs(
 
 
 def _shift_invert(L, m, k, sigma, which, tol, maxiter):
-    from scipy.sparse.linalg import eigsh
-
     Lc = sp.csc_matrix(L, dtype=np.float64)
     M = sp.diags(m, 0, shape=L.shape, format="csc")
     # A fixed start vector: ARPACK's own random one comes from a generator whose state

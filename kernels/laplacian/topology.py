@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import kernelrt
 
 from .assembly import assemble_values
+from .batching import run_on_device
 from .buffers import HostBufferPool
 from .inputs import (
     DegenerateMeshWarning,
@@ -225,8 +226,6 @@ class MeshTopology:
         if be.name == "cpu":
             vals, mass, n_bad, n_iso = assemble_values(be, tables, V3, variant, self._pool)
         else:
-            from .batching import run_on_device
-
             vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device)
         self._warn(n_bad, n_iso, V3.shape[0])
         return vals, mass
@@ -256,7 +255,7 @@ class MeshTopology:
         indices, indptr = (_signed(tables[name]) for name in ("indices", "indptr"))
         if cp is None:
             return DeviceCSR(vals, indices, indptr, (self.n_vertices,) * 2), mass
-        import cupyx.scipy.sparse as csp
+        import cupyx.scipy.sparse as csp  # optional GPU library: only for cupyx output on a GPU
 
         with be.activated():
             # Copies of the cached pattern: cupyx may sort or deduplicate in place, which
