@@ -1,6 +1,6 @@
 """Cotangent-Laplacian benchmarks: kernelrt against SpectralBrain 0.1.0, libigl and robust-laplacian.
 
-Cases (specs/LAPLACIAN.md §5): icospheres ico5 (10,242 vertices), ico7 (163,842),
+Cases: icospheres ico5 (10,242 vertices), ico7 (163,842),
 ico8 (655,362) and a jittered ico7 (0.1·h), on the backend ``get_backend("auto")``
 picks. Every case pairs kernelrt with its peers in the same run:
 

@@ -1,6 +1,6 @@
 """SFAP benchmarks: ``compute_sfaps`` against MyoGen 0.12 ``calc_sfaps(use_gpu=False)``.
 
-Cases (MyoGen's PR #11 geometry, specs/SFAP.md §13): muscle 120 mm, CV ~ N(4000, 300)
+Cases (those timed in MyoGen's PR #11, which added its CuPy path): muscle 120 mm, CV ~ N(4000, 300)
 mm/s, fs = 10240 Hz, 25 electrodes; 200 fibres at dz = 0.1 and 50 fibres at dz in
 {0.5, 0.1, 0.05, 0.02, 0.01}. Both sides compute the same end-to-end result (raw SFAPs,
 NMJ delay, MUAP) from the same inputs, in the same run.

@@ -12,7 +12,7 @@ import it):
 ``--check`` regenerates every file in memory and compares it with the stored one
 (inputs must be identical; outputs are reported as bitwise-equal or as the
 channel-relative error, since MyoGen's NumPy exp is SIMD-dispatched and not
-bit-portable across CPUs, specs/SFAP.md §12.3). Importing MyoGen prints NEURON's
+bit-portable across CPUs, docs/sfap.md, "MyoGen pitfalls"). Importing MyoGen prints NEURON's
 "no DISPLAY" warning; that is harmless.
 
 Each case draws its inputs from ``numpy.random.default_rng(seed)`` in a fixed order
@@ -115,7 +115,7 @@ def run_myogen(inputs: dict, dz: float):
 
 
 def derived(inputs: dict, dz: float) -> dict:
-    """Per-fibre debugging keys, from the spec (specs/SFAP.md §3, §7), not from MyoGen."""
+    """Per-fibre debugging keys, from the model (docs/sfap.md), not from MyoGen."""
     nf = inputs["nmj_z"].shape[0]
     out = {k: [] for k in ("nz", "dz_eff", "shift_s", "sigma", "row_intervals", "delay_s")}
     for f in range(nf):

@@ -1,4 +1,4 @@
-"""Plain NumPy reference of the cotangent Laplacian and HKS (specs/LAPLACIAN.md §1).
+"""Plain NumPy reference of the cotangent Laplacian and HKS (docs/laplacian.md).
 
 Written from the specification, independent of the kernels: vectorised per-face
 cotangents, SpectralBrain's degeneracy test, a COO-to-CSR conversion that sums the six

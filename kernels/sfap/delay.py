@@ -1,4 +1,4 @@
-"""The NMJ delay of the SFAPs (specs/SFAP.md §7) and the MUAP sum, batched over channels.
+"""The NMJ delay of the SFAPs (docs/sfap.md, "Raw SFAP, NMJ delay, MUAP") and the MUAP sum, batched over channels.
 
 Each fibre's channels are delayed by δ_f / dt = n + φ samples: a zero-fill shift by n,
 then a band-limited *circular* shift by φ over N' = Nt (odd) or Nt + 1 samples.

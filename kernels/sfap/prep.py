@@ -1,4 +1,4 @@
-"""Host preparation of the SFAP model (specs/SFAP.md §2-§3, §5, §7): bit-exact in float64.
+"""Host preparation of the SFAP model (docs/sfap.md: time and fibre grids, masks, mirror map, delay): bit-exact in float64.
 
 Everything that decides mask membership or the mirror map at a floating-point tie is
 computed here with NumPy element-wise operations, which are never FMA-contracted, and

@@ -1,4 +1,4 @@
-"""Plain NumPy reference of MyoGen's intramuscular SFAP model (specs/SFAP.md).
+"""Plain NumPy reference of MyoGen's intramuscular SFAP model (docs/sfap.md).
 
 Written straight from the specification and on purpose independent of
 ``kernelrt.kernels.sfap``: it builds the grid with ``numpy.arange`` (what MyoGen does,
