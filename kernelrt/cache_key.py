@@ -25,6 +25,7 @@ import numpy as np
 
 from . import __version__
 from .discovery import probe
+from .numba_internals import intrinsic_generator
 
 # numba and numba-cuda are imported inside the functions that use them, so that importing
 # kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
@@ -168,10 +169,7 @@ def _jitted_python_function(value):
     py_func = getattr(value, "py_func", None)
     if py_func is not None and hasattr(value, "targetoptions"):
         return py_func
-    defn = getattr(value, "_defn", None)  # numba @intrinsic: its code generator is the source
-    if isinstance(defn, types.FunctionType):
-        return defn
-    return None
+    return intrinsic_generator(value)  # numba @intrinsic: its code generator is the source
 
 
 def _options(dispatcher) -> str:

@@ -4,9 +4,9 @@ One numba dispatcher exists per (kernel, target) per process; its overloads are 
 in-memory cache. A missing overload is looked up in the disk cache by a key built from
 the kernel's code and everything it reads (cache_key.py), the argument types, the
 options, the target and the toolchain versions; otherwise it is compiled once under a
-per-key lock (other processes wait, then load) and stored. The backends install their
-own ``_compile_for_args`` on each dispatcher (the method numba's C dispatcher calls
-when no overload matches the arguments exactly), so numba never compiles behind the
+per-key lock (other processes wait, then load) and stored. The backends answer each
+dispatcher's type miss themselves (``numba_internals.on_missing_overload``: numba's C
+dispatcher calls it when no overload matches the arguments exactly), so numba never compiles behind the
 cache's back and a new argument type is checked, with a clear error, before anything
 compiles or runs.
 

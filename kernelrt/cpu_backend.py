@@ -125,15 +125,15 @@ class CPUBackend(Backend):
                 f"register one with @{kernel.name}.cpu or launch it on a CUDABackend"
             )
         disp = cpu_dispatcher(kernel)
-        # numba calls _compile_for_args when no overload matches the arguments exactly:
+        # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
         # answer with a checked load-or-compile through the cache. (The dispatcher is per
         # process; the backend prepared last provides the cache.)
         lead = len(cpu_entry_types(kernel, ()))
-        on_missing_overload(disp, functools.partial(self._compile_for_args, kernel, disp, lead))
+        on_missing_overload(disp, functools.partial(self._on_type_miss, kernel, disp, lead))
         self._dispatchers[kernel] = disp
         return disp
 
-    def _compile_for_args(self, kernel, disp, lead, *args, **kws):
+    def _on_type_miss(self, kernel, disp, lead, *args, **kws):
         argtypes = check_kernel_arguments(kernel, args[lead:], backend=self.name, typeof=_typeof)
         self._ensure(kernel, argtypes)
         return disp.overloads[cpu_entry_types(kernel, argtypes)].entry_point

@@ -9,9 +9,9 @@ capability and launch limits are read once, when the backend is made.
 A launch is checked before it runs: the kernel's ``min_cc`` against the device, the
 launch configuration against the device's and the compiled kernel's limits (memoised
 per configuration), host arrays and arrays of other devices among the arguments. New
-argument types reach ``_compile_for_args`` from numba's dispatcher (installed with
-``numba_internals.on_missing_overload``), which checks them against the signature and
-loads or compiles through the cache.
+argument types reach ``_on_type_miss``, which numba's dispatcher calls when no overload
+matches (``numba_internals.on_missing_overload``): it checks them against the signature
+and loads or compiles through the cache.
 """
 
 from __future__ import annotations
@@ -289,13 +289,13 @@ class CUDABackend(Backend):
             )
         disp = cuda_dispatcher(kernel, self.compute_capability)
         if not self._simulated:
-            # numba calls _compile_for_args when no overload matches the arguments exactly:
+            # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
             # answer with a checked load-or-compile through the cache, on this device.
-            on_missing_overload(disp, functools.partial(self._compile_for_args, kernel, disp))
+            on_missing_overload(disp, functools.partial(self._on_type_miss, kernel, disp))
         self._dispatchers[kernel] = disp
         return disp
 
-    def _compile_for_args(self, kernel, disp, *args, **kws):
+    def _on_type_miss(self, kernel, disp, *args, **kws):
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=cuda_typeof)
         self._ensure(kernel, argtypes)
         return disp.overloads[tuple(argtypes)]

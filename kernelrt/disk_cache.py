@@ -226,7 +226,7 @@ class DiskCache:
 
     def reject(self, key: str, why: str, delete: bool = True):
         """Count an unusable entry (a miss), log why, and delete it unless told not to."""
-        self.stats.rejected += 1
+        self.record(rejected=1)  # also in the totals that `kernelrt cache stats` shows
         config.logger.debug("cache entry %s rejected: %s", key[:12], why)
         if delete:
             self.discard(key)

@@ -32,6 +32,7 @@ Private API                                             Used by
 ``Context.memory_manager.deallocations``,               ``free_deferred``
 ``Context.deallocations``
 ``numba.cuda.typing.typeof.typeof``                     ``cuda_typeof``
+``_Intrinsic._defn``                                    ``intrinsic_generator``
 =====================================================  ======================================
 
 Nothing here is imported by ``import kernelrt``: every function imports numba when called.
@@ -46,6 +47,7 @@ import types
 __all__ = [
     "on_missing_overload",
     "serialize",
+    "intrinsic_generator",
     "cpu_overload_state",
     "add_cpu_overload",
     "cuda_arch",
@@ -81,6 +83,12 @@ def serialize(obj) -> bytes:
     from numba.core.serialize import dumps
 
     return dumps(obj)
+
+
+def intrinsic_generator(value):
+    """The Python code generator of a numba ``@intrinsic``, else None (for the cache key)."""
+    defn = getattr(value, "_defn", None)
+    return defn if isinstance(defn, types.FunctionType) else None
 
 
 # -- CPU -------------------------------------------------------------------------------------
