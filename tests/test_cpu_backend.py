@@ -40,7 +40,7 @@ def test_memory_members(cpu):
     assert z.dtype == np.int32 and not z.any()
     host = np.arange(6.0).reshape(2, 3)[:, ::2]  # non-contiguous input
     dev = cpu.to_device(host)
-    assert dev.flags.c_contiguous and np.array_equal(dev, host) and dev is not host
+    assert dev.flags.c_contiguous and np.array_equal(dev, host) and dev is not host  # exact: copies
     back = cpu.to_host(dev)
     assert np.array_equal(back, host) and back is not dev
     free, total = cpu.get_memory_info()
@@ -65,6 +65,8 @@ def test_decorator_1d_matches_numpy(cpu):
     x, y = rng.random(n), rng.random(n)
     out = cpu.zeros(n, np.float64)
     cpu.launch_kernel(axpy, (n + 127) // 128, 128, out, x, y, 2.5)
+    # exact: numba compiles without fastmath, so LLVM never fuses a * x + y into an FMA (whatever
+    # the CPU); both sides round the product and the sum separately
     np.testing.assert_array_equal(out, 2.5 * x + y)
 
 
@@ -74,7 +76,7 @@ def test_decorator_2d_matches_numpy(cpu, shape, grid, block):
     x = np.random.default_rng(1).random(shape)
     out = cpu.zeros(shape, np.float64)
     cpu.launch_kernel(index_grid_2d, grid, block, out, x)
-    np.testing.assert_array_equal(out, expected_2d(x))
+    np.testing.assert_array_equal(out, expected_2d(x))  # exact: the same ops in the same order
 
 
 def test_decorator_3d_matches_numpy(cpu):
@@ -88,7 +90,7 @@ def test_index_space_is_grid_times_block(cpu):
     # Threads beyond the array are guarded by the kernel, as on a GPU.
     out = cpu.zeros(10, np.float64)
     cpu.launch_kernel(axpy, 3, 8, out, np.ones(10), np.ones(10), 1.0)
-    np.testing.assert_array_equal(out, np.full(10, 2.0))
+    np.testing.assert_array_equal(out, np.full(10, 2.0))  # exact here and below: small integers
     out = cpu.zeros(10, np.float64)
     cpu.launch_kernel(axpy, 1, 4, out, np.ones(10), np.ones(10), 1.0)  # only 4 threads
     np.testing.assert_array_equal(out, [2, 2, 2, 2, 0, 0, 0, 0, 0, 0])
@@ -111,7 +113,7 @@ def test_compile_kernel_lazy_and_explicit_signature(cpu):
     ck = cpu.compile_kernel(axpy, "float64[::1], float64[::1], float64[::1], float64")
     out = cpu.zeros(4, np.float64)
     cpu.launch_kernel(ck, 1, 4, out, np.ones(4), np.ones(4), 3.0)
-    np.testing.assert_array_equal(out, np.full(4, 4.0))
+    np.testing.assert_array_equal(out, np.full(4, 4.0))  # exact: small integers
     with pytest.raises(KernelArgumentError, match="float64"):
         cpu.launch_kernel(ck, 1, 4, out, np.ones(4, np.float32), np.ones(4), 3.0)
 
@@ -120,7 +122,7 @@ def test_cuda_kernel_with_cpu_twin(cpu):
     x = np.arange(100.0)
     out = cpu.zeros(1, np.float64)
     cpu.launch_kernel(block_sums, 2, 64, x, out)
-    assert out[0] == x.sum()
+    assert out[0] == x.sum()  # exact: integers < 2**53 sum exactly in any order
 
 
 def test_get_backend():
@@ -290,5 +292,5 @@ def test_new_argument_types_compile_exactly(cpu):
     out = np.zeros(2)
     cpu.launch_kernel(store, 1, 2, out, 3)  # int64 scalar
     cpu.launch_kernel(store, 1, 2, out, 2.5)  # float64 scalar: a second overload
-    assert (out == 2.5).all()
+    assert (out == 2.5).all()  # exact: the value stored as is
     assert len(cpu._dispatchers[store].overloads) == 2

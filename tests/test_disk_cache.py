@@ -142,7 +142,7 @@ def test_kernels_still_run_without_a_disk_cache(tmp_path):
     assert not backend.cache.enabled
     out = np.zeros(4)
     backend.launch_kernel(axpy, 1, 4, out, np.ones(4), np.ones(4), 1.0)
-    assert (out == 2.0).all()
+    assert (out == 2.0).all()  # exact: small integers
 
 
 def test_lru_eviction_under_the_size_limit(tmp_path):
@@ -338,4 +338,4 @@ def test_threads_compiling_one_kernel_at_once_add_one_overload(cpu):
     assert len(cpu._dispatchers[kernel].overloads) == 1
     out = np.zeros(4)
     cpu.launch_kernel(kernel, 1, 4, out, np.ones(4), np.ones(4), 2.0)  # dispatch is not ambiguous
-    assert (out == 3.0).all()
+    assert (out == 3.0).all()  # exact: small integers

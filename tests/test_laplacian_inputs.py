@@ -26,7 +26,7 @@ def test_triangulated_square_boundary_edges_carry_one_cotangent():
     assert L[0, 2] == pytest.approx(0.0, abs=1e-15)
     for i, j in [(0, 1), (1, 2), (2, 3), (3, 0)]:
         assert L[i, j] == pytest.approx(-0.5, rel=1e-15)
-    assert L[1, 3] == 0.0
+    assert L[1, 3] == 0.0  # exact: 1 and 3 share no face, nothing is stored there
     np.testing.assert_allclose(m, [1 / 3, 1 / 6, 1 / 3, 1 / 6], rtol=1e-15)
 
 
@@ -60,6 +60,7 @@ def test_int64_faces_lists_and_readonly_inputs_give_the_same_result():
     Vr.flags.writeable = False
     for v, f in [(Vr, F.astype(np.int64)), (V.tolist(), F.tolist()), (np.asfortranarray(V), F.astype(np.uint16))]:
         L2, m2 = lap.cotan_laplacian(v, f, "cpu")
+        # exact: every form becomes the same float64 V and index tables, then the same kernel
         np.testing.assert_array_equal(L2.data, L.data)
         np.testing.assert_array_equal(m2, m)
 
@@ -71,7 +72,7 @@ def test_topology_is_independent_of_later_edits_to_faces():
     L, _ = topo.assemble(V, "cpu")
     F[:] = 0
     L2, _ = topo.assemble(V, "cpu")
-    np.testing.assert_array_equal(L.data, L2.data)
+    np.testing.assert_array_equal(L.data, L2.data)  # exact: same tables, same deterministic kernel
 
 
 def test_returned_pattern_is_read_only():
@@ -91,8 +92,8 @@ def test_unreferenced_trailing_vertex_warns_and_gets_the_floor_mass():
     assert topo.n_unreferenced == 1
     with pytest.warns(lap.DegenerateMeshWarning, match="1 vertex"):
         L, m = topo.assemble(V, "cpu")
-    assert L.shape == (5, 5) and m[4] == 1e-20
-    assert not L[4].toarray().any()
+    assert L.shape == (5, 5) and m[4] == 1e-20  # the clamp's constant, assigned as is
+    assert not L[4].toarray().any()  # exact: structural zeros (the diagonal may be -0.0)
 
 
 def test_degenerate_faces_are_masked_not_nan():
@@ -108,6 +109,8 @@ def test_degenerate_faces_are_masked_not_nan():
     assert messages[1].startswith("dropped 2 degenerate face(s) of 6")
     assert np.isfinite(L.data).all() and np.isfinite(m).all()
     L_ref, m_ref = lap.cotan_laplacian(*single_tet(), "cpu")
+    # exact: the kept faces are visited in the same order; a dropped face only adds slots
+    # holding a structural 0.0, which leaves the row sums unchanged
     np.testing.assert_array_equal(L[:4, :4].toarray(), L_ref.toarray())
     np.testing.assert_array_equal(m[:4], m_ref)
 
@@ -187,5 +190,6 @@ def test_int64_index_tables_give_the_same_result(monkeypatch):
     for variant in ("deterministic", "atomic"):
         L, m = wide.assemble(V, "cpu", variant=variant)
         L_ref, m_ref = ref.assemble(V, "cpu", variant=variant)
+        # exact: only the index width differs; the float arithmetic and its order do not
         np.testing.assert_array_equal(L.data, L_ref.data)
         np.testing.assert_array_equal(m, m_ref)

@@ -10,10 +10,15 @@ from laplacian_cases import edge_case, load_golden
 def test_ico4_and_noisy_ico4_are_the_golden_meshes():
     ico4, noisy = load_golden("ico4"), load_golden("noisy_ico4")
     V, F = lap.icosphere(4)
-    np.testing.assert_array_equal(V, ico4["V"])  # bit for bit, not 1e-15
+    # bit for bit, not 1e-15, on every x86: midpoints, squares, sums, sqrt and quotients are
+    # correctly rounded, NumPy's norm sums 3 terms in a fixed order; no libm, BLAS or SIMD width
+    np.testing.assert_array_equal(V, ico4["V"])
     np.testing.assert_array_equal(F, ico4["F"])
     assert F.dtype == np.int32
     Vn, Fn = lap.noisy_icosphere(4, 0.1, int(noisy["noise_seed"]))
+    # exact: default_rng's ziggurat normals are table values times integer bits (libm only
+    # decides rare rejections and, via glibc's log1p, which is not CPU-dispatched, the rare
+    # tail), then one * and one +
     np.testing.assert_array_equal(Vn, noisy["V"])
     assert lap.mean_edge_length(V, F) == pytest.approx(0.075499, abs=1e-6)
 
@@ -21,7 +26,7 @@ def test_ico4_and_noisy_ico4_are_the_golden_meshes():
 def test_ico2_is_the_edge_case_base_mesh():
     V, F, _, _ = edge_case("closed")
     V2, F2 = lap.icosphere(2, face_dtype=np.int64)
-    np.testing.assert_array_equal(V2, V)
+    np.testing.assert_array_equal(V2, V)  # exact, as for ico4 above
     np.testing.assert_array_equal(F2, F)
 
 

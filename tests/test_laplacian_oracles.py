@@ -66,11 +66,14 @@ def test_heat_steps_closed_form(ico3):
     lam_max = sla.eigh(L.toarray(), np.diag(m), eigvals_only=True)[-1]
     tau = 0.5 / lam_max
     c = np.random.default_rng(7).standard_normal(16)
-    u = lap.heat_steps(L, m, phi @ c, tau, 200, backend="cpu")
+    u0 = phi @ c  # one BLAS product, shared by both runs below
+    u = lap.heat_steps(L, m, u0, tau, 200, backend="cpu")
     expected = phi @ (c * (1.0 - tau * evals) ** 200)
     assert np.abs(u - expected).max() <= 1e-12 * np.abs(expected).max()
     # a block of three right-hand sides steps column by column identically
-    U = lap.heat_steps(L, m, np.stack([phi @ c, 2 * phi @ c, phi[:, 3]], axis=1), tau, 200, backend="cpu")
+    U = lap.heat_steps(L, m, np.stack([u0, 2 * u0, phi[:, 3]], axis=1), tau, 200, backend="cpu")
+    # exact: the block and vector kernels sum each row in column order from 0.0 and round
+    # u - tau * (acc / m) the same way; numba without fastmath never fuses or reorders
     np.testing.assert_array_equal(U[:, 0], u)
 
 
@@ -88,6 +91,8 @@ def test_dense_route_agrees_with_shift_invert(amplitude):
 def test_atomic_and_deterministic_variants_agree(ico3):
     V, F, L, m = ico3
     L2, m2 = lap.cotan_laplacian(V, F, "cpu", variant="atomic")
+    # both are fixed-order numba sums (the same bits on every x86); the atomic variant sums the
+    # diagonal and the mass per face, another order: measured 1.1 and 0.7 eps of the maximum
     assert np.abs(L2.data - L.data).max() <= 1e-14 * abs(L).max()
     assert np.abs(m2 - m).max() <= 1e-15 * m.max()
 
@@ -96,7 +101,7 @@ def test_deterministic_is_reproducible():
     V, F = lap.noisy_icosphere(4)
     topo = lap.MeshTopology(F, len(V))
     runs = [topo.assemble(V, "cpu") for _ in range(3)]
-    for L, m in runs[1:]:
+    for L, m in runs[1:]:  # exact: one thread per row, no atomics, fixed summation order
         np.testing.assert_array_equal(L.data, runs[0][0].data)
         np.testing.assert_array_equal(m, runs[0][1])
 
@@ -111,6 +116,7 @@ def test_batch_equals_per_subject(variant):
     assert values.shape == (4, topo.nnz) and masses.shape == (4, len(V))
     for s, Ls in enumerate(topo.matrices(values)):
         L, m = topo.assemble(cohort[s], "cpu", variant=variant)
+        # exact: the same kernel and order per subject; a cohort only adds the subject index
         np.testing.assert_array_equal(Ls.data, L.data)
         np.testing.assert_array_equal(masses[s], m)
 
@@ -127,6 +133,8 @@ def test_cohort_descriptors_share_one_time_grid():
     assert t[0] == pytest.approx(c / pairs[0][0][-1]) and t[-1] == pytest.approx(c / pairs[1][0][1])
     H = lap.hks_batch(np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), t, backend="cpu")
     for s, (ev, vec) in enumerate(pairs):
+        # exact: on the host hks_batch makes the very same np.exp and GEMM calls per subject
+        # (same shapes and layouts, same process); nothing is compared across machines
         np.testing.assert_array_equal(H[s], lap.hks(ev, vec, t, backend="cpu"))
 
 
@@ -138,7 +146,10 @@ def test_wks_main_branch_for_many_energies(ico3):
     assert sigma == pytest.approx(7 * (hi - lo) / 100)
     assert e[0] == pytest.approx(lo + 2 * sigma) and e[-1] == pytest.approx(hi - 2 * sigma)
     W = lap.wks(evals, evecs, backend="cpu")
-    np.testing.assert_allclose(np.linalg.norm(W, axis=0), 1.0, rtol=1e-14)
+    # wks normalises each column with np.linalg.norm(axis=0), a sequential (not pairwise) sum
+    # of N squares, and this checks it with another: each rounds by up to ~N eps / 2. Measured
+    # 6.4e-15 (29 eps), 6.8e-15 with OpenBLAS's SkylakeX GEMM: too close to the old 1e-14.
+    np.testing.assert_allclose(np.linalg.norm(W, axis=0), 1.0, rtol=len(V) * np.finfo(np.float64).eps)
     H = lap.hks(evals, evecs, backend="cpu", normalize=True)
     assert H.shape == (len(V), 100)
 
@@ -153,6 +164,7 @@ def test_repeated_assemblies_never_overwrite_live_results():
     L2, m2 = topo.assemble(shapes[1], "cpu")
     L3, m3 = topo.assemble(shapes[2], "cpu")
     for (L, m), (Le, me) in zip([(L1, m1), (L2, m2), (L3, m3)], expected):
+        # exact: the same deterministic kernel on the same input (a wrong buffer would differ)
         np.testing.assert_array_equal(L.data, Le.data)  # all three intact while alive
         np.testing.assert_array_equal(m, me)
     assert not np.shares_memory(L1.data, L2.data) and not np.shares_memory(L2.data, L3.data)

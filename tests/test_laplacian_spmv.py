@@ -22,7 +22,9 @@ def test_products_equal_scipy(mesh, k):
     op = lap.LaplacianOperator(L, backend="cpu")
     y = op.matvec(x)
     assert y.shape == x.shape
-    # one sum per output element over the row in column order, from 0: SciPy's order too
+    # exact: one sum per output element over the row in column order, from 0: SciPy's order
+    # too. Neither side fuses a*x + y into an FMA (numba without fastmath; SciPy's sparsetools
+    # are built for baseline x86-64) or reorders, whatever the SIMD width: same bits everywhere
     np.testing.assert_array_equal(y, L @ x)
     np.testing.assert_array_equal(lap.laplacian_matvec(L, x, backend="cpu"), y)
 
@@ -43,6 +45,7 @@ def test_heat_steps_match_a_numpy_loop(mesh):
     for _ in range(7):
         ref = ref - tau * ((L @ ref) / m)
     got = lap.heat_steps(L, m, u, tau, 7, backend="cpu")
+    # exact: the same row sums as L @ ref (above), then u - tau * (acc / m), each op rounded once
     np.testing.assert_array_equal(got, ref)
     zero = lap.heat_steps(L, m, u, tau, 0, backend="cpu")
     np.testing.assert_array_equal(zero, u)

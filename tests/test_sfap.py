@@ -55,7 +55,7 @@ def make_case(nf=3, ne=2, dz=0.1, length=20.0, seed=0, cv=(4000.0, 300.0)):
 
 
 def assert_matches(result, ref, tol=TOL):
-    assert np.array_equal(result.t, ref["t"])
+    assert np.array_equal(result.t, ref["t"])  # exact: t_k = k * dt, one rounded product, as arange fills it
     for key in ("sfaps_raw", "sfaps", "muap"):
         got = getattr(result, key)
         assert got.shape == ref[key].shape, key
@@ -82,6 +82,8 @@ def test_golden_files_present():
 def test_host_preparation_matches_golden_tables(path):
     kwargs, g = golden_inputs(path)
     plan = sfap_prep.plan_fibres(**check_inputs(**kwargs, min_radial_dist=float(g["min_radial_dist"])))
+    # exact on every x86: the host plan is NumPy element-wise + - * / and a pairwise-summed mean
+    # in C (fixed order whatever the SIMD width), no libm; the golden tables are the same ops
     assert np.array_equal(plan.t, g["t"])
     assert np.array_equal(plan.ipar[:, sfap_prep.I_NZ], g["nz"])
     assert np.array_equal(plan.fpar[:, sfap_prep.F_DELTA], g["dz_eff"])  # bitwise: pairwise mean
@@ -120,6 +122,7 @@ def test_grid_is_bitwise_numpy_arange():
         a = float(rng.choice([0.0, rng.uniform(-50, 50)]))
         b = a + float(rng.choice([30.0, 120.0, rng.uniform(2.0, 150.0)]))
         zeta = float(rng.choice([rng.uniform(a, b), a, b, a + rng.uniform(0, dz), b - rng.uniform(0, dz)]))
+        # exact: both are start + i * delta with two roundings (NumPy's arange fill is not FMA-contracted)
         assert np.array_equal(sfap_prep.fibre_grid(zeta, a, b, dz), fibre_grid(zeta, a, b, dz)), (zeta, a, b, dz)
 
 
@@ -129,7 +132,7 @@ def test_tie_rows_follow_the_arange_grid():
     flips = 0
     for zeta in rng.uniform(1, 119, 100):
         z = sfap_prep.fibre_grid(float(zeta), 0.0, 120.0, 0.1)
-        j0 = int(np.flatnonzero(z == zeta)[0])
+        j0 = int(np.flatnonzero(z == zeta)[0])  # exact: the grid starts at ζ itself
         kept = (z <= zeta - 0.5) | (z >= zeta + 0.5)
         flips += int(not kept[j0 + 5]) + int(not kept[j0 - 5])
     assert 0 < flips < 200  # some tie rows are suppressed, some kept: the grid decides
@@ -143,7 +146,7 @@ def test_mirror_intervals_match_shift_padding(nz):
         valid, mb = sfap_prep._mirror(nz, s)
         got = np.full(nz, -1.0)
         got[valid[0] : valid[1] + 1] = mb - rows[valid[0] : valid[1] + 1]
-        assert np.array_equal(got, expect), s
+        assert np.array_equal(got, expect), s  # exact: integer-valued row numbers
 
 
 @pytest.mark.parametrize("ends", [(0.0, 20.0), (5.0, 25.0), (-10.0, 10.0)])
@@ -158,6 +161,7 @@ def test_row_bounds_cover_every_nonzero_current(ends):
         current = current_density(plan.t, z, kwargs["nmj_z"][f], *ends, kwargs["fibre_cv"][f], 0.05)
         j = np.arange(z.shape[0])[:, None]
         lo, hi = plan.rows[f, :, 0][None, :], plan.rows[f, :, 1][None, :]
+        # exact: outside x > 0 the current is a structural 0.0 (masked), not a rounded value
         assert not np.any((current != 0) & ((j < lo) | (j > hi)))
 
 
@@ -258,6 +262,8 @@ def test_batches_give_the_same_result(cpu, monkeypatch):
     batched = compute_sfaps(**kwargs, backend=cpu)
     assert launches.count("sfap_columns") == 3
     for key in ("sfaps_raw", "sfaps", "muap"):
+        # exact: each output column is one task's, in an order fixed by the compiled code and
+        # the tile (not by batches or threads); same process, so the same SIMD width
         assert np.array_equal(getattr(batched, key), getattr(whole, key)), key
 
 
@@ -343,7 +349,7 @@ def test_default_backend_and_radial_distance(cpu):
     kwargs = make_case(nf=2, ne=2, length=10.0)
     auto = compute_sfaps(**kwargs)  # get_backend("auto"): the CPU here
     explicit = compute_sfaps(**kwargs, backend=cpu, min_radial_dist=float(np.mean(kwargs["fibre_diameter"])))
-    assert np.array_equal(auto.sfaps, explicit.sfaps)
+    assert np.array_equal(auto.sfaps, explicit.sfaps)  # exact: the same float, the same computation
 
 
 def test_warm_specs_are_what_the_cpu_driver_launches(cpu):

@@ -34,7 +34,7 @@ def test_host_arrays_reach_numba_with_standard_strides(make):
     host = make(np.arange(30.0).reshape(10, 3))
     ready = _c_strides(host)
     assert _numba_sees_contiguous(ready)
-    np.testing.assert_array_equal(ready, host)
+    np.testing.assert_array_equal(ready, host)  # exact: a view or a copy
     if host.ndim and host.flags.c_contiguous:
         assert np.shares_memory(ready, host)  # a view, not a copy, when NumPy already had it contiguous
 

@@ -38,6 +38,7 @@ def test_same_kernels_as_cpu(gpu, cpu):
     x2 = rng.random((300, 70))
     o2 = gpu.zeros(x2.shape, np.float64)
     gpu.launch_kernel(index_grid_2d, (3, 38), (32, 8), o2, gpu.to_device(x2))
+    # exact even with FMA: 100 j is an exact integer, so fma(100, j, x + i) rounds like x + i + 100 j
     np.testing.assert_array_equal(gpu.to_host(o2), expected_2d(x2))
     o3 = gpu.zeros((9, 10, 11), np.float64)
     gpu.launch_kernel(index_grid_3d, (2, 2, 2), (8, 8, 8), o3)
@@ -79,7 +80,7 @@ def test_real_limits_refused(gpu):
     with pytest.raises(LaunchConfigError, match=f"shared memory {smem} bytes exceeds .* which is {smem - 1} bytes$"):
         gpu.launch_kernel(axpy, 1, 32, out, x, x, 1.0, shared_mem=smem)
     gpu.launch_kernel(axpy, 1, 8, out, x, x, 1.0)  # nothing was left half-launched
-    np.testing.assert_array_equal(gpu.to_host(out), np.full(8, 2.0))
+    np.testing.assert_array_equal(gpu.to_host(out), np.full(8, 2.0))  # exact: small integers
 
 
 def test_a_device_that_is_not_there_is_refused_clearly():
@@ -113,7 +114,7 @@ def test_more_than_48k_of_dynamic_shared_memory(gpu, size):
     x = np.random.default_rng(n).random(n)
     out = gpu.zeros(n, np.float64)
     gpu.launch_kernel(dynamic_smem_copy, 1, 256, gpu.to_device(x), out, shared_mem=n * 8)
-    np.testing.assert_array_equal(gpu.to_host(out), x[::-1])
+    np.testing.assert_array_equal(gpu.to_host(out), x[::-1])  # exact: a copy
 
 
 @pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy")
@@ -134,7 +135,7 @@ def test_cupy_arrays_are_arguments_and_results(gpu):
 def test_pinned_staging_large_copies(gpu):
     x = np.random.default_rng(1).random(4_000_000)  # 32 MB: staged through pinned memory
     d = gpu.to_device(x)
-    np.testing.assert_array_equal(gpu.to_host(d), x)
+    np.testing.assert_array_equal(gpu.to_host(d), x)  # exact here and below: copies
     s = gpu.stream()
     d2 = gpu.to_device(x * 2, stream=s)
     back = gpu.to_host(d2, stream=s)
@@ -166,7 +167,7 @@ def test_backend_per_device_in_threads(cache_dir):
         t.join()
     assert not errors, errors
     for slot, out in results.items():
-        np.testing.assert_array_equal(out, np.full(1000, 2.0 * slot))
+        np.testing.assert_array_equal(out, np.full(1000, 2.0 * slot))  # exact: small integers
 
 
 @pytest.mark.skipif(len(CUDABackend.availability().devices) < 2, reason="needs two GPUs")

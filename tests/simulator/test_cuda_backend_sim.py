@@ -45,7 +45,7 @@ def test_allocate_copy_roundtrip(gpu):
     np.testing.assert_array_equal(gpu.to_host(z), np.zeros(5, np.int32))
     host = np.arange(12.0).reshape(3, 4)
     d = gpu.to_device(host)
-    np.testing.assert_array_equal(gpu.to_host(d), host)
+    np.testing.assert_array_equal(gpu.to_host(d), host)  # exact here and below: copies, doublings
     assert gpu.to_device(d) is d  # already on this device
 
 
@@ -79,12 +79,13 @@ def test_same_kernels_as_cpu(gpu):
     x, y = rng.random(n), rng.random(n)
     out = gpu.zeros(n, np.float64)
     gpu.launch_kernel(axpy, 4, 64, out, gpu.to_device(x), gpu.to_device(y), 2.5)
+    # exact: the simulator rounds 2.5 * x and the sum separately, as NumPy does (no FMA)
     np.testing.assert_array_equal(gpu.to_host(out), 2.5 * x + y)
 
     x2 = rng.random((5, 7))
     o2 = gpu.zeros((5, 7), np.float64)
     gpu.launch_kernel(index_grid_2d, (1, 2), (8, 4), o2, gpu.to_device(x2))
-    np.testing.assert_array_equal(gpu.to_host(o2), expected_2d(x2))
+    np.testing.assert_array_equal(gpu.to_host(o2), expected_2d(x2))  # exact: the same ops, integer offsets
 
     o3 = gpu.zeros((3, 4, 5), np.float64)
     gpu.launch_kernel(index_grid_3d, (1, 1, 1), (5, 4, 3), o3)
@@ -105,7 +106,7 @@ def test_compile_kernel_and_signature(gpu):
 def test_plain_numba_cuda_function_runs_as_is(gpu):
     d = gpu.to_device(np.arange(10.0))
     gpu.launch_kernel(plain_double, 1, 16, d)
-    np.testing.assert_array_equal(gpu.to_host(d), np.arange(10.0) * 2)
+    np.testing.assert_array_equal(gpu.to_host(d), np.arange(10.0) * 2)  # exact: doubling
 
 
 def test_min_cc_gate(gpu):
@@ -125,7 +126,7 @@ def test_min_cc_met_with_simulated_cc(monkeypatch, cache_dir):
         x = np.arange(100.0)
         out = gpu.zeros(1, np.float64)
         gpu.launch_kernel(block_sums, 2, 64, gpu.to_device(x), out)
-        assert gpu.to_host(out)[0] == x.sum()
+        assert gpu.to_host(out)[0] == x.sum()  # exact: integers < 2**53 sum exactly in any order
     finally:
         monkeypatch.delenv("KERNELRT_SIMULATOR_CC")
         discovery.probe.cache_clear()
@@ -216,7 +217,7 @@ def test_backends_in_threads_keep_their_own_device_stack(gpu):
                 out = b.zeros(64, np.float64)
                 with sim_lock:
                     b.launch_kernel(axpy, 1, 64, out, b.to_device(x), b.to_device(x), float(slot))
-                assert np.array_equal(b.to_host(out), slot * x + x)
+                assert np.array_equal(b.to_host(out), slot * x + x)  # exact: small integers
             seen[f"{slot}-after"] = active_devices()
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)

@@ -56,7 +56,8 @@ def test_atomic_and_deterministic_agree_and_match_the_cpu(gpu60):
     L_cpu, m_cpu = topo.assemble(V, "cpu")
     L_det, m_det = topo.assemble(V, gpu60)
     L_at, m_at = topo.assemble(V, gpu60, variant="atomic")
-    # the simulator does IEEE double arithmetic in the same order as the CPU kernel
+    # exact: the simulator does IEEE double arithmetic (Python floats: no FMA) in the same
+    # order as the CPU kernel, which numba compiles without fastmath
     np.testing.assert_array_equal(L_det.data, L_cpu.data)
     np.testing.assert_array_equal(m_det, m_cpu)
     assert np.abs(L_at.data - L_det.data).max() <= 1e-14 * abs(L_det).max()
@@ -70,7 +71,7 @@ def test_cohort_in_one_launch(gpu):
     topo = lap.MeshTopology(F, len(V))
     values, masses = topo.assemble_batch(cohort, gpu)
     ref_values, ref_masses = topo.assemble_batch(cohort, "cpu")
-    np.testing.assert_array_equal(values, ref_values)
+    np.testing.assert_array_equal(values, ref_values)  # exact, as in the test above
     np.testing.assert_array_equal(masses, ref_masses)
     dv, dm = topo.assemble_batch(cohort, gpu, keep_on_device=True)
     assert gpu.is_device_array(dv) and dv.shape == (3, topo.nnz)
@@ -85,6 +86,7 @@ def test_device_resident_matrix_products_and_heat(gpu):
     L_cpu, m_cpu = lap.cotan_laplacian(V, F, "cpu")
     x = np.random.default_rng(1).standard_normal(len(V))
     X = np.random.default_rng(2).standard_normal((len(V), 5))
+    # exact: one sum per row in column order from 0.0, no FMA, like SciPy's (test_laplacian_spmv)
     np.testing.assert_array_equal(op.matvec(x), L_cpu @ x)  # host in, host out
     y_dev = op.matvec(gpu.to_device(x))  # device in, device out
     assert gpu.is_device_array(y_dev)
@@ -100,7 +102,7 @@ def test_host_scipy_matrix_on_the_device(gpu):
     V, F = lap.icosphere(1)
     L, m = lap.cotan_laplacian(V, F, "cpu")
     x = np.arange(len(V), dtype=np.float64)
-    np.testing.assert_array_equal(lap.laplacian_matvec(L, x, backend=gpu), L @ x)
+    np.testing.assert_array_equal(lap.laplacian_matvec(L, x, backend=gpu), L @ x)  # exact, as above
 
 
 def test_eigenpairs_fall_back_to_the_host_without_cupy(gpu):
@@ -116,12 +118,14 @@ def test_device_resident_vertices(gpu):
     topo = lap.MeshTopology(F, len(V))
     L_ref, m_ref = topo.assemble(V, "cpu")
     L, m = topo.assemble(gpu.to_device(V), gpu)  # device in, host out
-    np.testing.assert_array_equal(L.data, L_ref.data)
+    np.testing.assert_array_equal(L.data, L_ref.data)  # exact: the CPU kernel's arithmetic and order
     L_dev, m_dev = topo.assemble(gpu.to_device(V), gpu, keep_on_device=True)  # device in, device out
     np.testing.assert_array_equal(gpu.to_host(L_dev.data), L_ref.data)
     np.testing.assert_array_equal(gpu.to_host(L_dev.indices), L_ref.indices)  # signed int32 again
     assert L_dev.indices.dtype == np.int32
     values, masses = topo.assemble_batch(gpu.to_device(np.stack([V, 2 * V])), gpu)
+    # exact: doubling V scales every difference by 2 and every area by 4 (powers of two,
+    # sqrt(16 x) = 4 sqrt(x)), so nothing rounds differently
     np.testing.assert_array_equal(masses[1], 4 * m_ref)
     with pytest.raises(TypeError, match="vertices on the device must be float64"):
         topo.assemble(gpu.to_device(V.astype(np.float32)), gpu)
@@ -133,5 +137,5 @@ def test_cotan_laplacian_takes_device_vertices(gpu):
     V, F = lap.icosphere(1)
     L, m = lap.cotan_laplacian(gpu.to_device(V), F, gpu)
     L_ref, m_ref = lap.cotan_laplacian(V, F, "cpu")
-    np.testing.assert_array_equal(L.data, L_ref.data)
+    np.testing.assert_array_equal(L.data, L_ref.data)  # exact, as above
     np.testing.assert_array_equal(m, m_ref)
