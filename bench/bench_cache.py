@@ -20,11 +20,11 @@ from kernelrt.compiler import ensure_cpu
 from kernelrt.disk_cache import DiskCache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.dirname(HERE))  # the repository, for tests.support.kernels
 
 
 def _kernels():
-    from kernels_for_tests import axpy, block_sums, index_grid_2d, shifted_sqrt
+    from tests.support.kernels import axpy, block_sums, index_grid_2d, shifted_sqrt
 
     specs = [
         (axpy, "float64[::1], float64[::1], float64[::1], float64"),

@@ -110,7 +110,6 @@ class ReferencePeer:
     name = "numpy reference (kernels/sfap/reference.py; MyoGen not installed)"
 
     def __init__(self):
-        sys.path.insert(0, str(REPO / "tests"))
         from kernelrt.kernels.sfap.reference import reference_sfaps
 
         self._fn = reference_sfaps

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import sys
 import time
 

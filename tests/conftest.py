@@ -1,9 +1,10 @@
 """Shared fixtures and the test layers.
 
-Layers (DESIGN.md): the CPU backend and kernels at real sizes; CUDA under Numba's
-simulator (tests/simulator, run in its own process with NUMBA_ENABLE_CUDASIM=1); PTX
-compilation for sm_80/sm_90 with no device (marker ``ptx``); real GPUs (tests/gpu,
-marker ``gpu``, skipped without one).
+The suite is grouped as the code is: ``runtime/`` (kernelrt/), ``sfap/`` and
+``laplacian/`` (the kernel families on the CPU backend), ``simulator/`` (CUDA under Numba's
+simulator, run in its own process with NUMBA_ENABLE_CUDASIM=1) and ``gpu/`` (real GPUs,
+marker ``gpu``, skipped without one); PTX compilation for sm_80/sm_90 with no device runs
+wherever NVRTC is installed (marker ``ptx``). Helpers live in ``tests.support``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testlib import SIMULATOR
+from tests.support.layers import SIMULATOR
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -51,7 +51,7 @@ step "3/7 kernelrt from this checkout"
 # Copy the two import packages into place (kernels/ is installed as kernelrt.kernels):
 # no build backend and no network needed.
 rm -rf "$SITE/kernelrt" && cp -r kernelrt "$SITE/kernelrt" && cp -r kernels "$SITE/kernelrt/kernels"
-export PYTHONPATH="$SITE:$PWD/tests:${PYTHONPATH:-}"
+export PYTHONPATH="$SITE:$PWD:${PYTHONPATH:-}"
 export KERNELRT_CACHE_DIR=${KERNELRT_CACHE_DIR:-$WORK/cache}
 "$PY" -c "import kernelrt, kernelrt.kernels, numba, numba.cuda, diskcache; print('imports ok:', kernelrt.__file__)" \
   || { echo "kernelrt does not import"; exit 1; }

@@ -11,7 +11,7 @@ into a loop (measured on AVX-512: 1.4 ns against 5.9 ns in cache):
 * 2^{-n} built from its bit pattern, exact for n <= 1022.
 
 Its error is at most 1 ulp from libm's correctly rounded result in a dense sweep
-(tests/test_sfap.py), the same class as NumPy's own SIMD exp, which MyoGen uses and
+(tests/sfap/test_kernels.py), the same class as NumPy's own SIMD exp, which MyoGen uses and
 which the spec (§10) already allows. Valid for 0 <= x <= ``EXP_NEG_MAX``; callers clamp.
 
 ``dot8x2`` is the contraction's inner loop: the dot products of eight I rows (time

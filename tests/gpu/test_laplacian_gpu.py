@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case, golden_L, load_golden
+from tests.support.laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case, golden_L, load_golden
 
 from kernelrt.kernels import laplacian as lap
 

@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 import pytest
-from kernels_for_tests import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d
+from tests.support.kernels import axpy, block_sums, expected_2d, expected_3d, index_grid_2d, index_grid_3d
 from numba import cuda
-from testlib import forbid_nvvm
+from tests.support.layers import ROOT, forbid_nvvm
 
 import kernelrt
 from kernelrt import CUDABackend, LaunchConfigError
@@ -180,13 +180,13 @@ def test_array_from_another_device_refused():
 
 def test_second_process_loads_without_compiling(cache_dir):
     code = (
-        "import json, sys; sys.path.insert(0, 'tests'); import numpy as np, kernelrt;"
-        "from kernels_for_tests import shifted_sqrt;"
+        "import json; import numpy as np, kernelrt;"
+        "from tests.support.kernels import shifted_sqrt;"
         "b = kernelrt.CUDABackend(0); ck = b.compile_kernel(shifted_sqrt);"
         "out = b.zeros(8, np.float64); b.launch_kernel(ck, 1, 8, out, b.to_device(np.arange(8.0)));"
         "print(json.dumps({'status': ck.status, 'out': b.to_host(out).tolist(), 'stats': b.cache.stats.as_dict()}))"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    root = ROOT
     runs = []
     for _ in range(2):
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
@@ -202,17 +202,17 @@ def test_entry_made_without_a_gpu_is_only_linked(cache_dir, gpu, monkeypatch):
     build machine) loads here without NVVM: the driver only links it."""
     cc = gpu.compute_capability
     code = (
-        "import sys; sys.path.insert(0, 'tests'); import kernelrt; from kernels_for_tests import shifted_sqrt;"
+        "import kernelrt; from tests.support.kernels import shifted_sqrt;"
         "assert not kernelrt.CUDABackend.check_available();"
         f"kernelrt.compile_ptx(shifted_sqrt, 'float64[::1], float64[::1]', cc={tuple(cc)})"
     )
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    root = ROOT
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
                          env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
     assert res.returncode == 0, res.stderr
 
     forbid_nvvm(monkeypatch)
-    from kernels_for_tests import shifted_sqrt
+    from tests.support.kernels import shifted_sqrt
 
     fresh = kernelrt.kernel(shifted_sqrt.py_func)  # same source, no overload in this process yet
     ck = gpu.compile_kernel(fresh, "float64[::1], float64[::1]")

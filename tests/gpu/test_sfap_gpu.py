@@ -16,7 +16,7 @@ from kernelrt.kernels.sfap import run as sfap_run
 from kernelrt.kernels.sfap import compute_sfaps
 from kernelrt.kernels.sfap.inputs import check_inputs
 from kernelrt.kernels.sfap.reference import channel_error, synthetic_motor_unit
-from sfap_cases import GOLDEN, TOL, golden_inputs
+from tests.support.sfap_cases import GOLDEN, TOL, golden_inputs
 
 from kernelrt.arguments import is_device_array
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case
+from tests.support.laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case
 
 import kernelrt
 from kernelrt import discovery

@@ -16,7 +16,7 @@ from kernelrt.kernels.sfap import run as sfap_run
 from kernelrt.kernels.sfap import compute_sfaps
 from kernelrt.kernels.sfap.inputs import check_inputs
 from kernelrt.kernels.sfap.reference import channel_error, reference_sfaps
-from testlib import DATA
+from tests.support.layers import DATA
 
 from kernelrt.arguments import is_device_array
 

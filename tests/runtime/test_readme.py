@@ -1,8 +1,6 @@
 """The README's two commands are the ones CI runs (so the documented command is tested)."""
 
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.layers import ROOT
 
 
 def test_ci_runs_the_readme_test_command():

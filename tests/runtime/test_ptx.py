@@ -1,8 +1,8 @@
 """PTX compilation of the test kernels for sm_80 and sm_90, with no GPU present."""
 
 import pytest
-from testlib import forbid_nvvm, requires_nvrtc
-from kernels_for_tests import (
+from tests.support.layers import forbid_nvvm, requires_nvrtc
+from tests.support.kernels import (
     axpy,
     block_sums,
     gpu_only_scale,

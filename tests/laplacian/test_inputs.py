@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kernelrt.kernels import laplacian as lap
-from laplacian_cases import book_of_three, single_tet, single_triangle, triangulated_square
+from tests.support.laplacian_cases import book_of_three, single_tet, single_triangle, triangulated_square
 
 
 def test_single_triangle():

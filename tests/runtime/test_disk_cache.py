@@ -8,7 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-from kernels_for_tests import axpy, shifted_sqrt
+from tests.support.kernels import axpy, shifted_sqrt
+from tests.support.layers import ROOT
 
 import kernelrt
 from kernelrt.cache_key import KeyBuilder, function_fingerprint
@@ -238,7 +239,7 @@ def test_fingerprint_handles_recursion():
 
 
 def test_cuda_offline_entries_are_cached_and_reload(tmp_path, cache_dir):
-    from testlib import nvrtc_available
+    from tests.support.layers import nvrtc_available
 
     if not nvrtc_available():
         pytest.skip("needs NVRTC")
@@ -249,15 +250,15 @@ def test_cuda_offline_entries_are_cached_and_reload(tmp_path, cache_dir):
     assert "cuda:sm_80" in targets
     # A fresh process (another machine with that GPU, say) loads it instead of compiling.
     code = (
-        "import kernelrt, sys; sys.path.insert(0, 'tests');"
-        "from kernels_for_tests import axpy;"
+        "import kernelrt;"
+        "from tests.support.kernels import axpy;"
         f"p = kernelrt.compile_ptx(axpy, {sig!r}, cc=(8, 0));"
         "c = kernelrt.CPUBackend().cache; print(c.stats.hits, c.stats.misses, len(p))"
     )
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     hits, misses, n = out.stdout.split()
     assert (hits, misses) == ("1", "0") and int(n) == len(ptx)
@@ -296,7 +297,7 @@ def test_key_ignores_set_order_and_sees_intrinsics():
 
 
 def test_cubin_from_another_driver_is_dropped_on_load(cache_dir):
-    from testlib import nvrtc_available
+    from tests.support.layers import nvrtc_available
 
     if not nvrtc_available():
         pytest.skip("needs NVRTC")

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from kernels_for_tests import (
+from tests.support.kernels import (
     axpy,
     block_sums,
     expected_2d,

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kernelrt.kernels import laplacian as lap
-from laplacian_cases import edge_case, load_golden
+from tests.support.laplacian_cases import edge_case, load_golden
 
 
 def test_ico4_and_noisy_ico4_are_the_golden_meshes():

@@ -3,7 +3,7 @@
 import pytest
 
 import kernelrt
-from testlib import requires_nvrtc
+from tests.support.layers import requires_nvrtc
 from kernelrt.kernels import laplacian as lap
 
 SPECS = lap.warm_specs(("int32", "int64"))["cuda"]

@@ -1,5 +1,8 @@
-"""Helpers shared by test modules (import from here, not from conftest: the subfolders'
-conftest modules share that name, so ``from conftest import ...`` is ambiguous)."""
+"""What the test layers need: paths, the simulator switch, the NVRTC marker, an NVVM guard.
+
+Import from here (``tests.support.layers``), not from a conftest: fixtures live in
+conftest modules, helpers in ``tests.support``.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]  # the repository; subprocesses run there
+DATA = ROOT / "tests" / "data"
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM", "") not in ("", "0")
 
 

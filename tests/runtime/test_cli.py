@@ -6,7 +6,7 @@ import sys
 
 import numpy as np
 import pytest
-from kernels_for_tests import shifted_sqrt
+from tests.support.kernels import shifted_sqrt
 
 from kernelrt.cli import main
 
@@ -34,15 +34,15 @@ def test_cache_list_stats_clear(cache_dir, cpu, capsys):
     cpu.launch_kernel(kernel, 1, 4, out, np.arange(4.0))
     assert main(["cache", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["kernel"] for r in rows] == ["kernels_for_tests.shifted_sqrt"]
+    assert [r["kernel"] for r in rows] == ["tests.support.kernels.shifted_sqrt"]
     assert rows[0]["target"].startswith("cpu:") and rows[0]["size"] > 0
     assert main(["cache", "list"]) == 0
-    assert "kernels_for_tests.shifted_sqrt" in capsys.readouterr().out
+    assert "tests.support.kernels.shifted_sqrt" in capsys.readouterr().out
     assert main(["cache", "stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["entries"] == 1 and stats["totals"]["misses"] >= 1
-    assert main(["cache", "clear", "--kernel", "kernels_for_tests.shifted_sqrt"]) == 0
-    assert "removed 1 entries of kernels_for_tests.shifted_sqrt" in capsys.readouterr().out
+    assert main(["cache", "clear", "--kernel", "tests.support.kernels.shifted_sqrt"]) == 0
+    assert "removed 1 entries of tests.support.kernels.shifted_sqrt" in capsys.readouterr().out
     assert main(["cache", "list", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 

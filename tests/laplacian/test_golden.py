@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kernelrt.kernels import laplacian as lap
-from laplacian_cases import (
+from tests.support.laplacian_cases import (
     EDGE_CASES,
     assemble_expecting_warnings,
     assert_matches_reference,
@@ -35,7 +35,7 @@ def test_deterministic_variant_is_bitwise_spectralbrain(golden):
     # reassociation) and no libm, BLAS or SIMD-width dependent reduction takes part. On these
     # manifold meshes an off-diagonal has two cotangents, whose sum is order-free; the diagonal
     # (column order) and the mass (corner-major) follow SpectralBrain's order. Non-manifold
-    # edges differ by an ulp: tests/test_laplacian_bunny.py.
+    # edges differ by an ulp: tests/laplacian/test_bunny.py.
     L, m = lap.cotan_laplacian(golden["V"], golden["F"], "cpu")
     np.testing.assert_array_equal(L.data, golden["L_data"])
     np.testing.assert_array_equal(m, golden["m"])
@@ -55,7 +55,7 @@ def test_nonmanifold_fin_sums_three_cotangents():
     L, _ = lap.cotan_laplacian(V, F, "cpu")
     a, b = 0, 46
     # three cotangents summed in another order than SciPy's duplicate sum: up to an ulp
-    # (L[0, 46] is equal, L[46, 0] 1 ulp off; see tests/test_laplacian_bunny.py)
+    # (L[0, 46] is equal, L[46, 0] 1 ulp off; see tests/laplacian/test_bunny.py)
     assert L[a, b] == pytest.approx(L_ref[a, b], rel=1e-14)
     closed_V, closed_F, closed_L, _ = edge_case("closed")
     assert abs(L[a, b] - closed_L[a, b]) > 0.1  # the fin's corner really contributes

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
-from testlib import DATA
+from tests.support.layers import DATA
 
 GOLDEN = DATA / "laplacian"
 EDGE_CASES = (

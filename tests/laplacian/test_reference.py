@@ -9,7 +9,7 @@ from kernelrt.kernels.laplacian.reference import (
     reference_laplacian,
     surface_area,
 )
-from laplacian_cases import assert_matches_reference, edge_case, golden_L, load_golden
+from tests.support.laplacian_cases import assert_matches_reference, edge_case, golden_L, load_golden
 
 
 @pytest.mark.parametrize("name", ["ico4", "noisy_ico4"])

@@ -1,0 +1,75 @@
+"""MyoGen 0.12 golden files, end to end and table by table (CPU backend).
+
+Accuracy is the channel-relative error of docs/sfap.md ("Accuracy metric").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kernelrt.kernels.sfap import SfapResult, compute_sfaps
+from kernelrt.kernels.sfap import prep as sfap_prep
+from kernelrt.kernels.sfap.delay import (
+    delay_fft,
+    dirichlet_table,
+    sfap_delay,
+    sfap_muap,
+)
+from kernelrt.kernels.sfap.inputs import check_inputs
+from kernelrt.kernels.sfap.reference import (
+    channel_error,
+)
+
+from tests.support.sfap_cases import (
+    GOLDEN,
+    assert_matches,
+    golden_inputs,
+)
+
+# -- golden parity -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_golden(cpu, path):
+    kwargs, g = golden_inputs(path)
+    result = compute_sfaps(**kwargs, backend=cpu)
+    assert isinstance(result, SfapResult) and result.backend == "cpu"
+    assert_matches(result, g)
+
+
+def test_golden_files_present():
+    assert [p.stem for p in GOLDEN] == ["sfap_a", "sfap_b", "sfap_c", "sfap_d"]
+
+
+@pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.stem)
+def test_host_preparation_matches_golden_tables(path):
+    kwargs, g = golden_inputs(path)
+    plan = sfap_prep.plan_fibres(**check_inputs(**kwargs, min_radial_dist=float(g["min_radial_dist"])))
+    # exact on every x86: the host plan is NumPy element-wise + - * / and a pairwise-summed mean
+    # in C (fixed order whatever the SIMD width), no libm; the golden tables are the same ops
+    assert np.array_equal(plan.t, g["t"])
+    assert np.array_equal(plan.ipar[:, sfap_prep.I_NZ], g["nz"])
+    assert np.array_equal(plan.fpar[:, sfap_prep.F_DELTA], g["dz_eff"])  # bitwise: pairwise mean
+    assert np.array_equal(plan.ipar[:, sfap_prep.I_SIGMA], g["sigma"])
+    iv = g["row_intervals"]
+    assert np.array_equal(plan.ipar[:, [sfap_prep.I_ALO, sfap_prep.I_AHI]], iv[:, [1, 2]])
+    assert np.array_equal(plan.ipar[:, [sfap_prep.I_ELO, sfap_prep.I_EHI]], iv[:, [5, 6]])
+    np.testing.assert_allclose(plan.delay_int + plan.delay_frac, g["delay_s"] / g["dt"], rtol=1e-15)
+
+
+def test_delay_of_golden_raw(cpu):
+    """Both delay forms reproduce MyoGen's delay of the stored raw SFAPs (§7)."""
+    for path in GOLDEN:
+        kwargs, g = golden_inputs(path)
+        plan = sfap_prep.plan_fibres(**check_inputs(**kwargs, min_radial_dist=None))
+        raw = np.ascontiguousarray(g["sfaps_raw"])
+        fft = delay_fft(raw, plan.delay_int, plan.delay_frac)
+        assert channel_error(fft, g["sfaps"]) <= 1e-14
+        nt, ne, nf = raw.shape
+        out = np.empty_like(raw)
+        table = dirichlet_table(nt, plan.delay_frac)
+        cpu.launch_kernel(sfap_delay, (nt, ne, nf), (1, 1, 1), raw, table, plan.delay_int, out)
+        assert channel_error(out, g["sfaps"]) <= 1e-13
+        muap = np.empty((nt, ne))
+        cpu.launch_kernel(sfap_muap, (ne, nt), (1, 1), out, muap)
+        assert channel_error(muap, g["muap"]) <= 1e-13
