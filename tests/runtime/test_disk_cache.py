@@ -62,6 +62,7 @@ def test_damaged_entries_are_misses_and_removed(tmp_path, damage, why):
     cache._store.set(KEY, damage(_raw(cache, KEY)))
     assert cache.load(KEY) is None, why
     assert cache.stats.rejected == 1
+    assert cache.totals().rejected == 1  # what `kernelrt cache stats` shows, across processes
     assert KEY not in cache._store  # replaced on the next compile
 
 
