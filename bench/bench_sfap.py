@@ -318,7 +318,7 @@ def test_sfap_kernelrt(benchmark, backend, shape):
 
 
 @pytest.mark.parametrize("shape", _cases())
-def test_sfap_peer(benchmark, peer, shape):
+def test_sfap_peer(benchmark, peer, backend, shape):
     from benchlib import tag
 
     nf, ne, dz = shape
@@ -328,6 +328,20 @@ def test_sfap_peer(benchmark, peer, shape):
     rounds = 1 if (QUICK or dz <= 0.02) else 2
     benchmark.pedantic(peer.run, rounds=rounds, iterations=1)
     benchmark.extra_info["cpu_s"] = peer.last_cpu_s
+    benchmark.extra_info.update(accuracy_against(peer.result(), case, backend))
+
+
+def accuracy_against(theirs: dict, case: dict, backend) -> dict:
+    """kernelrt's channel-relative error against the peer's outputs for the same case.
+
+    The README's accuracy figures at MyoGen's default dz = 0.01 come from here.
+    """
+    from kernelrt.kernels.sfap import compute_sfaps
+    from kernelrt.kernels.sfap.reference import channel_error
+
+    ours = compute_sfaps(**case, backend=backend)
+    return {f"channel_error_{key}": channel_error(np.asarray(getattr(ours, key)), theirs[key])
+            for key in ("sfaps", "muap")}
 
 
 @pytest.mark.parametrize("shape", _cases())
