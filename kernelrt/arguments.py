@@ -14,9 +14,6 @@ import numpy as np
 
 from .errors import BackendMismatchError, KernelArgumentError
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = [
     "is_device_array",
     "check_kernel_arguments",
@@ -104,7 +101,7 @@ def check_kernel_arguments(kernel, args, *, backend: str, typeof, declared=None)
 
 
 def _check_against(kernel, name, a, got, want) -> None:
-    from numba.core import types as nbt
+    from numba.core import types as nbt  # lazy: importing kernelrt loads no numba
 
     where = f"argument {name!r} of {kernel.name!r}"
     if isinstance(want, nbt.Array):

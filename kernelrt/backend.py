@@ -1,7 +1,6 @@
 """The Backend contract, shared by CUDABackend and CPUBackend.
 
-Every backend has the same members (the pydotcompute ``CUDABackend`` contract, see
-docs/architecture.md), so code written against a backend runs unchanged on a GPU or on
+Every backend has the same members (docs/architecture.md, "The Backend contract"), so code written against a backend runs unchanged on a GPU or on
 the CPU cores. Choosing one is ``selection.get_backend``'s job.
 """
 

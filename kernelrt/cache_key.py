@@ -27,9 +27,6 @@ from . import __version__
 from .discovery import probe
 from .numba_internals import intrinsic_generator
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["KEY_SCHEMA_VERSION", "KeyBuilder", "function_fingerprint", "toolchain_versions", "cpu_target"]
 
 KEY_SCHEMA_VERSION = 1
@@ -206,8 +203,8 @@ def _stable_repr(value) -> str:
 @functools.lru_cache(maxsize=None)
 def toolchain_versions(target: str) -> str:
     """Versions of everything between the source and the binary for ``target``."""
-    import llvmlite
-    import numba
+    import llvmlite  # lazy: importing kernelrt loads no numba
+    import numba  # lazy: importing kernelrt loads no numba
 
     parts = [
         f"python={sys.version_info[0]}.{sys.version_info[1]}.{sys.version_info[2]}",
@@ -236,8 +233,8 @@ def _cuda_versions() -> list[str]:
 @functools.lru_cache(maxsize=1)
 def cpu_target() -> str:
     """The LLVM CPU name and feature string numba compiles for on this host."""
-    import llvmlite.binding as ll
-    from numba.core import config
+    import llvmlite.binding as ll  # lazy: importing kernelrt loads no numba
+    from numba.core import config  # lazy: importing kernelrt loads no numba
 
     name = config.CPU_NAME or ll.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else ll.get_host_cpu_features().flatten()

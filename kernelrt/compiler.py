@@ -48,9 +48,6 @@ from .numba_internals import (
     serialize,
 )
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = [
     "cpu_dispatcher",
     "cpu_entry_types",
@@ -73,7 +70,7 @@ _key_locks: dict[str, threading.Lock] = {}
 def _entry_functions(kernel: Kernel, target: str):
     """The Python function numba compiles for ``target`` and its namespace."""
     if target == "cpu":
-        import numba
+        import numba  # lazy: importing kernelrt loads no numba
 
         if kernel.kind == "cuda":
             return kernel.cpu_twin
@@ -82,7 +79,7 @@ def _entry_functions(kernel: Kernel, target: str):
         src = codegen.cpu_entry_source(kernel.name, kernel.ndim, kernel.params)
         ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__}
         return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu")
-    from numba import cuda
+    from numba import cuda  # lazy: importing kernelrt loads no numba
 
     if kernel.kind == "cuda":
         return kernel.py_func
@@ -103,7 +100,7 @@ def _dispatcher(kernel: Kernel, target_label: str, make):
 def cpu_dispatcher(kernel: Kernel):
     """The process's ``njit(parallel=True)`` dispatcher of ``kernel``'s CPU entry."""
     def make():
-        import numba
+        import numba  # lazy: importing kernelrt loads no numba
 
         prepare_threading_layer()
         entry = _entry_functions(kernel, "cpu")
@@ -128,7 +125,7 @@ def cuda_dispatcher(kernel: Kernel, cc):
     """The process's ``cuda.jit`` dispatcher of ``kernel`` for compute capability ``cc``."""
 
     def make():
-        from numba import cuda
+        from numba import cuda  # lazy: importing kernelrt loads no numba
 
         options = {} if config.simulator_enabled() else CUDA_JIT_OPTIONS  # the simulator takes no lto
         return cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"], **options)
@@ -247,7 +244,7 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
 
 def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
     """The CPU entry's numba types: the leading index (or grid, block) arguments + ``argtypes``."""
-    from numba.core import types as nbtypes
+    from numba.core import types as nbtypes  # lazy: importing kernelrt loads no numba
 
     if kernel.kind == "thread":
         return (nbtypes.int64,) * codegen.cpu_index_arity(kernel.ndim) + tuple(argtypes)

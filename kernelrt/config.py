@@ -1,6 +1,10 @@
-"""kernelrt's settings, read from the environment when first asked for.
+"""kernelrt's settings, read from the environment when asked for (``KERNELRT_DEBUG`` once,
+at import, to set up logging).
 
-Every knob lives here, typed and documented, so no other module reads ``os.environ``.
+Every knob of the package lives here, typed and documented, so no other module of
+kernelrt reads ``os.environ``. The benchmarks (bench/, not installed) read two of their
+own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) and
+``KERNELRT_MYOGEN_PYTHON`` (a Python 3.12 with MyoGen, the SFAP peer).
 
 =========================  ===================================================
 ``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (``disk_cache.resolve_cache_dir``)

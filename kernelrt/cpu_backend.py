@@ -25,9 +25,6 @@ from .kernel_def import Kernel
 from .launch import LaunchConfig
 from .numba_internals import on_missing_overload
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
 
 
@@ -70,7 +67,7 @@ class CPUBackend(Backend):
         self.cache = disk_cache_for(cache_dir, enable_caching)
         self._dispatchers: dict[Kernel, object] = {}
         self._launchers: dict[tuple, tuple] = {}
-        import numba
+        import numba  # lazy: importing kernelrt loads no numba
 
         self._min_rows = 4 * numba.config.NUMBA_NUM_THREADS
 
@@ -129,14 +126,15 @@ class CPUBackend(Backend):
         # answer with a checked load-or-compile through the cache. (The dispatcher is per
         # process; the backend prepared last provides the cache.)
         lead = len(cpu_entry_types(kernel, ()))
-        on_missing_overload(disp, functools.partial(self._on_type_miss, kernel, disp, lead))
+        on_missing_overload(disp, functools.partial(self._on_type_miss, kernel, lead))
         self._dispatchers[kernel] = disp
         return disp
 
-    def _on_type_miss(self, kernel, disp, lead, *args, **kws):
+    def _on_type_miss(self, kernel, lead, *args, **kws) -> tuple:
+        """Check the user arguments, load or compile; returns the entry's numba types."""
         argtypes = check_kernel_arguments(kernel, args[lead:], backend=self.name, typeof=_typeof)
         self._ensure(kernel, argtypes)
-        return disp.overloads[cpu_entry_types(kernel, argtypes)].entry_point
+        return cpu_entry_types(kernel, argtypes)
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
         return ensure_cpu(kernel, argtypes, self.cache)
@@ -175,6 +173,6 @@ class CPUBackend(Backend):
 
 
 def _typeof(value):
-    import numba
+    import numba  # lazy: importing kernelrt loads no numba
 
     return numba.typeof(value)

@@ -23,9 +23,6 @@ import numpy as np
 
 from . import config
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["prepare_threading_layer", "threading_layer_name"]
 
 _prepared = False
@@ -60,7 +57,7 @@ def prepare_threading_layer() -> None:
 def threading_layer_name() -> str:
     """The layer numba uses (runs a tiny parallel loop once to find out)."""
     prepare_threading_layer()
-    import numba
+    import numba  # lazy: importing kernelrt loads no numba
 
     try:
         return numba.threading_layer()
@@ -70,7 +67,7 @@ def threading_layer_name() -> str:
 
 
 def _touch(a):
-    import numba
+    import numba  # lazy: importing kernelrt loads no numba
 
     @numba.njit(parallel=True)
     def _one_loop(x):

@@ -45,15 +45,20 @@ from .numba_internals import (
     on_missing_overload,
 )
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["CUDABackend"]
+
 
 PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer
 _DEFAULT_SMEM = 48 * 1024  # dynamic shared memory above this needs a per-kernel opt-in
 
 _adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _cuda():
+    """``numba.cuda``, imported at first use: importing kernelrt loads no numba."""
+    from numba import cuda
+
+    return cuda
 
 
 def _wait_for(d) -> None:
@@ -116,7 +121,7 @@ class CUDABackend(Backend):
         label = f"device {self.device_id} ({self.device_name})"
         if self._simulated:
             return DeviceLimits(device=label)
-        from numba import cuda
+        cuda = _cuda()
 
         with self.activated():
             d = cuda.get_current_device()
@@ -135,14 +140,14 @@ class CUDABackend(Backend):
         return is_device_array(a)
 
     def allocate(self, shape, dtype=np.float32):
-        from numba import cuda
+        cuda = _cuda()
 
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
             return cuda.device_array(shape, dtype)
 
     def zeros(self, shape, dtype=np.float32):
-        from numba import cuda
+        cuda = _cuda()
 
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
@@ -155,7 +160,7 @@ class CUDABackend(Backend):
 
     def to_device(self, a, stream=None):
         """Copy host array ``a`` to this device; arrays already here are returned as is."""
-        from numba import cuda
+        cuda = _cuda()
 
         if is_device_array(a):
             self._check_on_this_device(a, "a")
@@ -175,7 +180,7 @@ class CUDABackend(Backend):
 
     def to_host(self, a, stream=None):
         """Copy ``a`` to a new numpy array (with a stream: pinned, valid after sync)."""
-        from numba import cuda
+        cuda = _cuda()
 
         if isinstance(a, np.ndarray):
             return np.array(a, copy=True)
@@ -205,7 +210,7 @@ class CUDABackend(Backend):
 
         Waits first for the buffer's last asynchronous copy. Call with ``_staging_lock`` held.
         """
-        from numba import cuda
+        cuda = _cuda()
 
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
@@ -231,13 +236,13 @@ class CUDABackend(Backend):
             )
 
     def synchronize(self) -> None:
-        from numba import cuda
+        cuda = _cuda()
 
         with self.activated():
             cuda.synchronize()
 
     def get_memory_info(self) -> tuple[int, int]:
-        from numba import cuda
+        cuda = _cuda()
 
         if self._simulated:  # the simulator's "device memory" is host memory
             return host_memory_info()
@@ -249,19 +254,19 @@ class CUDABackend(Backend):
         """Free what numba holds for deferred deallocation on this device."""
         if self._simulated:
             return
-        from numba import cuda
+        cuda = _cuda()
 
         with self.activated():
             free_deferred(cuda.current_context())
 
     def stream(self):
-        from numba import cuda
+        cuda = _cuda()
 
         with self.activated():
             return cuda.stream()
 
     def event(self, timing: bool = True):
-        from numba import cuda
+        cuda = _cuda()
 
         if self._simulated:  # the simulator's events take no arguments and time nothing
             return cuda.event()
@@ -291,14 +296,15 @@ class CUDABackend(Backend):
         if not self._simulated:
             # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
             # answer with a checked load-or-compile through the cache, on this device.
-            on_missing_overload(disp, functools.partial(self._on_type_miss, kernel, disp))
+            on_missing_overload(disp, functools.partial(self._on_type_miss, kernel))
         self._dispatchers[kernel] = disp
         return disp
 
-    def _on_type_miss(self, kernel, disp, *args, **kws):
+    def _on_type_miss(self, kernel, *args, **kws) -> tuple:
+        """Check the arguments, load or compile on this device; returns their numba types."""
         argtypes = check_kernel_arguments(kernel, args, backend=self.name, typeof=cuda_typeof)
         self._ensure(kernel, argtypes)
-        return disp.overloads[tuple(argtypes)]
+        return tuple(argtypes)
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
         with self.activated():

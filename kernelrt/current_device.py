@@ -17,9 +17,6 @@ import threading
 from . import config
 from .numba_internals import current_device_ordinal
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["CurrentDevice", "active_devices"]
 
 _tls = threading.local()
@@ -39,7 +36,7 @@ class CurrentDevice:
         self.device_id = device_id
 
     def __enter__(self):
-        from numba import cuda
+        from numba import cuda  # lazy: importing kernelrt loads no numba
 
         self._gpu = cuda.gpus[self.device_id]
         current = _current_device()

@@ -20,9 +20,6 @@ from importlib import metadata
 
 from . import __version__, config
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = [
     "DeviceInfo",
     "CudaFacts",
@@ -192,7 +189,7 @@ def probe() -> CudaFacts:
 
 def _probe_driver() -> dict:
     try:
-        from numba.cuda.cudadrv.driver import driver
+        from numba.cuda.cudadrv.driver import driver  # lazy: importing kernelrt loads no numba
     except Exception as e:  # numba-cuda itself missing or broken
         return {"driver_error": f"numba-cuda could not be imported: {e}"}
     try:
@@ -235,19 +232,19 @@ def _nvml_total_memory(uuid: str | None) -> int | None:
 def _probe_toolchain() -> dict:
     out: dict = {}
     try:
-        from numba.cuda import runtime
+        from numba.cuda import runtime  # lazy: importing kernelrt loads no numba
 
         out["runtime_version"] = tuple(runtime.get_version())
     except Exception:
         pass
     try:
-        from numba.cuda.cudadrv import nvvm
+        from numba.cuda.cudadrv import nvvm  # lazy: importing kernelrt loads no numba
 
         out["nvvm_version"] = tuple(nvvm.NVVM().get_version())
     except Exception as e:
         out["nvvm_error"] = str(e) or type(e).__name__
     try:
-        from numba.cuda.cudadrv import nvrtc
+        from numba.cuda.cudadrv import nvrtc  # lazy: importing kernelrt loads no numba
 
         out["supported_ccs"] = tuple(tuple(cc) for cc in nvrtc.get_supported_ccs())
     except Exception as e:

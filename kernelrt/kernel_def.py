@@ -24,9 +24,6 @@ import inspect
 
 from .errors import BackendMismatchError
 
-# numba and numba-cuda are imported inside the functions that use them, so that importing
-# kernelrt and its modules loads no compiler and touches no GPU (kernelrt/__init__.py).
-
 __all__ = ["Kernel", "kernel", "cuda_kernel", "device"]
 
 _OPTIONS = ("fastmath",)
@@ -83,7 +80,7 @@ class Kernel:
 
     def parse_signature(self, raw) -> tuple:
         """Numba types of the user arguments from ``"float64[::1], int64"``-style text."""
-        from numba.core import sigutils
+        from numba.core import sigutils  # lazy: importing kernelrt loads no numba
 
         if isinstance(raw, str) and "(" not in raw:
             raw = f"void({raw})"
@@ -176,7 +173,7 @@ def device(func=None, *, inline: str = "never"):
     """
 
     def wrap(f):
-        from numba.extending import register_jitable
+        from numba.extending import register_jitable  # lazy: importing kernelrt loads no numba
 
         return register_jitable(inline=inline)(f)
 

@@ -10,7 +10,8 @@ of kernelrt touches a private name.
 
 Checked against numba 0.68.1 with llvmlite 0.50.0 (the CPU test layers) and numba-cuda
 0.30.4 (the simulator and PTX layers, and on an H100 with numba 0.68.0, driver 580 and
-CUDA 13.0). numba-cuda is pinned ``<0.31`` in pyproject.toml for this reason.
+CUDA 13.0). pyproject.toml pins numba to 0.68 and numba-cuda to 0.30 for this reason;
+tests/runtime/test_numba_internals.py drives the CPU-side ones against what is installed.
 
 =====================================================  ======================================
 Private API                                             Used by
@@ -70,17 +71,27 @@ __all__ = [
 
 
 def on_missing_overload(dispatcher, handler) -> None:
-    """Make ``handler(*args, **kws)`` what ``dispatcher`` calls when no overload matches.
+    """Answer ``dispatcher``'s type misses with ``handler(*args, **kws)``.
 
-    numba's C dispatcher calls ``_compile_for_args`` on a type miss and launches what it
-    returns: on the CPU an overload's ``entry_point``, on CUDA a ``_Kernel``.
+    The handler makes sure an overload exists and returns its key in
+    ``dispatcher.overloads`` (the numba argument types). numba's C dispatcher calls
+    ``_compile_for_args`` on a miss and launches what it returns: on the CPU the
+    overload's ``entry_point``, on CUDA the overload (a ``_Kernel``) itself.
     """
-    dispatcher._compile_for_args = handler
+
+    from numba.core.compiler import CompileResult  # lazy: importing kernelrt loads no numba
+
+    def compile_for_args(*args, **kws):
+        overload = dispatcher.overloads[handler(*args, **kws)]
+        # (a CUDA _Kernel has an entry_point attribute too, always None)
+        return overload.entry_point if isinstance(overload, CompileResult) else overload
+
+    dispatcher._compile_for_args = compile_for_args
 
 
 def serialize(obj) -> bytes:
     """numba's pickler (cloudpickle), which serialises generated functions by value."""
-    from numba.core.serialize import dumps
+    from numba.core.serialize import dumps  # lazy: importing kernelrt loads no numba
 
     return dumps(obj)
 
@@ -103,7 +114,7 @@ def cpu_overload_state(cres):
 
 def add_cpu_overload(dispatcher, state) -> None:
     """Rebuild a CPU overload from ``cpu_overload_state`` and add it to ``dispatcher``."""
-    from numba.core import compiler
+    from numba.core import compiler  # lazy: importing kernelrt loads no numba
 
     dispatcher.targetctx.refresh()  # as numba's own cache does before rebuilding
     cres = compiler.CompileResult._rebuild(dispatcher.targetctx, *state)
@@ -132,7 +143,7 @@ def cuda_overload_state(kern) -> dict:
 
 def add_cuda_overload(dispatcher, argtypes: tuple, state: dict, relink: bool) -> None:
     """Rebuild a CUDA overload and add it; ``relink`` drops its cubin to link the PTX again."""
-    from numba.cuda.dispatcher import _Kernel
+    from numba.cuda.dispatcher import _Kernel  # lazy: importing kernelrt loads no numba
 
     kern = _Kernel._rebuild(**state)
     kern.objectmode = False  # _rebuild omits it; numba's dispatch reads it (nopython_signatures)
@@ -145,7 +156,7 @@ def add_cuda_overload(dispatcher, argtypes: tuple, state: dict, relink: bool) ->
 def compile_cuda_for_cc(dispatcher, argtypes: tuple, cc):
     """Compile an overload for compute capability ``cc`` with no GPU, add it, return it."""
     # dispatcher.compile() would also bind (load) the kernel, which needs a device.
-    from numba.cuda.dispatcher import _Kernel
+    from numba.cuda.dispatcher import _Kernel  # lazy: importing kernelrt loads no numba
 
     with pretend_device(cc):
         kern = _Kernel(dispatcher.py_func, argtypes, **dispatcher.targetoptions)
@@ -165,9 +176,9 @@ _pretend_lock = threading.RLock()
 @contextlib.contextmanager
 def pretend_device(cc):
     """Answer numba-cuda's 'which device is current?' with a device of capability ``cc``."""
-    from numba.cuda import codegen as cuda_codegen
-    from numba.cuda import dispatcher as cuda_dispatch_mod
-    from numba.cuda.core.compiler_lock import global_compiler_lock
+    from numba.cuda import codegen as cuda_codegen  # lazy: importing kernelrt loads no numba
+    from numba.cuda import dispatcher as cuda_dispatch_mod  # lazy: importing kernelrt loads no numba
+    from numba.cuda.core.compiler_lock import global_compiler_lock  # lazy: importing kernelrt loads no numba
 
     device = types.SimpleNamespace(compute_capability=tuple(cc[:2]), id=-1)
     context = types.SimpleNamespace(device=device)
@@ -194,7 +205,7 @@ def kernel_attributes(kern) -> tuple[int, int]:
 
 def allow_dynamic_shared_mem(kern, nbytes: int, device_id: int) -> None:
     """Let a loaded overload take ``nbytes`` of dynamic shared memory on ``device_id``."""
-    from numba.cuda.cudadrv.driver import binding, driver
+    from numba.cuda.cudadrv.driver import binding, driver  # lazy: importing kernelrt loads no numba
 
     attr = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     # numba-cuda loads kernels as CUkernel handles: the attribute is set per device.
@@ -203,7 +214,7 @@ def allow_dynamic_shared_mem(kern, nbytes: int, device_id: int) -> None:
 
 def memset_zero(device_array) -> None:
     """Fill a numba device array with zero bytes (one driver call, no host buffer)."""
-    from numba.cuda.cudadrv.driver import device_memset
+    from numba.cuda.cudadrv.driver import device_memset  # lazy: importing kernelrt loads no numba
 
     device_memset(device_array, 0, device_array.nbytes)
 
@@ -216,7 +227,7 @@ def free_deferred(context) -> None:
 
 def current_device_ordinal() -> int | None:
     """The device of the calling thread's current CUDA context, or None (one driver query)."""
-    from numba.cuda.cudadrv.driver import driver
+    from numba.cuda.cudadrv.driver import driver  # lazy: importing kernelrt loads no numba
 
     with driver.get_active_context() as active:
         return active.devnum
@@ -224,6 +235,6 @@ def current_device_ordinal() -> int | None:
 
 def cuda_typeof(value):
     """numba-cuda's type of a kernel argument (device arrays, CuPy arrays, scalars)."""
-    from numba.cuda.typing.typeof import typeof
+    from numba.cuda.typing.typeof import typeof  # lazy: importing kernelrt loads no numba
 
     return typeof(value)

@@ -21,7 +21,7 @@ Each case draws its inputs from ``numpy.random.default_rng(seed)`` in a fixed or
 ``MotorUnitSim.calc_sfaps(use_gpu=False)`` and ``calc_muap(jitter_std=0)``. The raw
 SFAPs are captured just before MyoGen's ``shift_sfaps``. The per-fibre debugging keys
 (nz, dz_eff, shift_s, sigma, row_intervals, delay_s) are computed here with NumPy,
-straight from the spec, not by MyoGen.
+straight from the model (docs/sfap.md), not by MyoGen.
 """
 
 from __future__ import annotations

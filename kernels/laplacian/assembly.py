@@ -14,7 +14,7 @@ Two variants fill the same CSR values (S, nnz), masses (S, N) and per-vertex fla
   ``finish_mass`` clamps. Its CPU twin loops the faces in order.
 
 Per-face maths is exactly SpectralBrain 0.1.0's (``_drop_degenerate_faces`` and
-``_cotangent_laplacian``, spec 1.1-1.4): degenerate faces are masked to contribute 0.
+``_cotangent_laplacian``; docs/laplacian.md): degenerate faces are masked to contribute 0.
 ``flags[s, i]`` = (degenerate faces whose corner 0 is i) + 2**32 * (i has no kept face),
 so one integer sum gives both counts for the warnings; flags start zeroed and only the
 rare non-zero rows are written.

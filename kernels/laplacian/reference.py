@@ -1,6 +1,6 @@
 """Plain NumPy reference of the cotangent Laplacian and HKS (docs/laplacian.md).
 
-Written from the specification, independent of the kernels: vectorised per-face
+Written from the conventions of docs/laplacian.md, independent of the kernels: vectorised per-face
 cotangents, SpectralBrain's degeneracy test, a COO-to-CSR conversion that sums the six
 entries per face, the diagonal as minus the row sums, the lumped barycentric mass
 clamped at 1e-20, and HKS as ``(Φ∘Φ) exp(-λ t)ᵀ``. ``kernelrt demo`` and the tests use

@@ -7,8 +7,8 @@ Owns the spectral layer on top of (L, m):
   at 0; or the dense standardised route ``Ã = S L S``, ``S = diag(1/√m)``, full ``eigh``,
   ``v = S ψ`` (SpectralBrain's GPU backends), run with CuPy on a CUDA backend or with
   NumPy when asked for explicitly. ``method="auto"`` takes the dense CuPy route on a
-  CUDA backend for N <= ``dense_max`` and shift-invert otherwise (spec 1.5).
-* ``hks`` / ``wks`` and their default grids (spec 1.6 / 1.7), including the E <= 28
+  CUDA backend for N <= ``dense_max`` and shift-invert otherwise (docs/laplacian.md, "Eigenpairs").
+* ``hks`` / ``wks`` and their default grids (docs/laplacian.md, "Heat kernel signature" and "Wave kernel signature"), including the E <= 28
   WKS fallback and ``shared_hks_times`` for cohorts. On the host they use the same
   NumPy expressions as SpectralBrain, so they reproduce ``compute_hks`` /
   ``compute_wks`` bit for bit; on a CUDA backend with CuPy the GEMM runs on the device

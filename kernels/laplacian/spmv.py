@@ -1,7 +1,7 @@
 """Sparse products with the Laplacian and fused explicit heat steps.
 
 Owns ``Y = L X`` for a vector or a row-major block of k vectors, and the explicit heat
-step ``U <- U - tau * M^-1 (L U)`` fused into one pass (spec 3b), on either backend.
+step ``U <- U - tau * M^-1 (L U)`` fused into one pass (docs/laplacian.md, "Products and heat steps"), on either backend.
 Vectors use 1-D kernels (one thread per row). Blocks use a 2-D (column, row) index on
 the GPU, so a warp reads consecutive columns of X when k >= 32; their CPU twins run
 each row as axpys over the k columns, which vectorise.

@@ -12,7 +12,7 @@ into a loop (measured on AVX-512: 1.4 ns against 5.9 ns in cache):
 
 Its error is at most 1 ulp from libm's correctly rounded result in a dense sweep
 (tests/sfap/test_kernels.py), the same class as NumPy's own SIMD exp, which MyoGen uses and
-which the spec (§10) already allows. Valid for 0 <= x <= ``EXP_NEG_MAX``; callers clamp.
+which the 1e-12 accuracy target leaves room for (docs/sfap.md, "Exactness"). Valid for 0 <= x <= ``EXP_NEG_MAX``; callers clamp.
 
 ``dot8x2`` is the contraction's inner loop: the dot products of eight I rows (time
 samples) with two h rows (electrodes), so each loaded I value feeds two FMAs (1.6x the

@@ -44,7 +44,7 @@ def dirichlet_table(nt: int, frac: np.ndarray) -> np.ndarray:
 
 
 def delay_fft(raw: np.ndarray, delay_int: np.ndarray, delay_frac: np.ndarray) -> np.ndarray:
-    """§7 on the host for raw (Nt, Ne, Nf): integer shift, then one batched real FFT."""
+    """The NMJ delay on the host for raw (Nt, Ne, Nf): integer shift, then one batched real FFT."""
     nt, _, nf = raw.shape
     shifted = np.zeros_like(raw)
     for f in range(nf):

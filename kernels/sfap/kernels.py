@@ -1,10 +1,10 @@
 """SFAP kernels: the electrode responses h and the fused current-density contraction.
 
-``sfap_response`` (a per-thread ``@kernel``, CPU and CUDA) writes h[fb, j, e] (§5).
+``sfap_response`` (a per-thread ``@kernel``, CPU and CUDA) writes h[fb, j, e] (docs/sfap.md, "Electrode responses").
 
-``sfap_columns`` is spec §9 design A on the GPU: one block per (time tile of TK
+``sfap_columns`` is the fused contraction on the GPU (docs/sfap.md, "Implementation outline"): one block per (time tile of TK
 samples, fibre, tile of 32 electrodes). The block walks the rows that can be non-zero
-(host-computed, ``rows``) in chunks of RC rows. For each chunk it evaluates ψ (§4) into
+(host-computed, ``rows``) in chunks of RC rows. For each chunk it evaluates ψ (the current density's profile) into
 shared memory only where the long-side mask A needs it and x > 0 (so exp runs only
 there), and ψ at the mirror rows m(j) = mb - j when the chunk meets the short side; it
 then forms the current I for the chunk in shared memory and every thread (one per
@@ -27,7 +27,7 @@ summation order is fixed by the compiled code and the tile, never by threads or 
 Measured on 2 cores (AVX-512): 200 fibres x 25 electrodes at dz = 0.1 in ~0.45 CPU-s.
 
 Both evaluate x³ as x·x·x where NumPy (MyoGen) calls pow: they differ by at most an ulp
-(spec §12.3), far below the 1e-12 target, and pow costs as much as two exps.
+(docs/sfap.md, "Exactness: what must be done how"), far below the 1e-12 target, and pow costs as much as two exps.
 No FMA can change a mask or a row: x = -2(σ(z_j - ζ) - v t_k) uses the host's z and v t
 (σ = ±1 makes σρ exact, so a fused σρ - vt rounds the same), and every mask is an
 integer interval from the host (prep.py).
@@ -151,7 +151,7 @@ def sfap_columns(z, vt, h, ipar, fpar, rows, out, f0):
             psd[t, r] = pd
             psm[t, r] = pm
         cuda.syncthreads()
-        # 2. The current I = c E σ(Λ - S) at the chunk's rows (§4).
+        # 2. The current I = c E σ(Λ - S) at the chunk's rows.
         for idx in range(tid, TK * RC, NTHREADS):
             t = idx // RC
             r = idx - t * RC

@@ -4,7 +4,7 @@ Everything that decides mask membership or the mirror map at a floating-point ti
 computed here with NumPy element-wise operations, which are never FMA-contracted, and
 shipped to the kernels as numbers: the z rows, Δ, σ, the mask intervals, the mirror
 base, ``v * t`` and ``κ r²``. The kernels then only subtract, so contraction on the GPU
-cannot change which rows a mask keeps (§12 pitfall 1).
+cannot change which rows a mask keeps (docs/sfap.md, "Exactness: what must be done how").
 
 Conventions of the per-fibre tables (``FibrePlan``):
 
@@ -50,7 +50,7 @@ __all__ = [
     "time_grid",
 ]
 
-# Model constants, written as MyoGen writes them (§1).
+# Model constants, written as MyoGen writes them (docs/sfap.md, "Units, inputs and constants").
 D1 = 96.0
 SIGMA_R = 63 / 1000
 SIGMA_Z = 330 / 1000
@@ -100,7 +100,7 @@ class FibrePlan:
 
 
 def time_grid(nmj_z, left, right, cv, dt: float) -> np.ndarray:
-    """§2: t_k = k·dt with numpy.arange's length rule for arange(0, T + dt, dt)."""
+    """Time grid: t_k = k·dt with numpy.arange's length rule for arange(0, T + dt, dt)."""
     t_max = 2 * max(float(np.max((nmj_z - left) / cv)), float(np.max((right - nmj_z) / cv)))
     nt = math.ceil(((t_max + dt) - 0.0) / dt)
     return np.arange(nt, dtype=np.float64) * dt
@@ -122,7 +122,7 @@ def _arange_values(start: float, step: float, n: int) -> np.ndarray:
 
 
 def fibre_grid(zeta: float, a: float, b: float, dz: float) -> np.ndarray:
-    """§3.1: the fibre's z rows, bit-identical to MyoGen's pair of numpy.arange calls."""
+    """Fibre grid: the fibre's z rows, bit-identical to MyoGen's pair of numpy.arange calls."""
     n_left = max(0, math.ceil(((a - dz) - zeta) / (-dz)))
     n_right = max(0, math.ceil(((b + dz) - zeta) / dz))
     left = _arange_values(zeta, -dz, n_left)
@@ -136,7 +136,7 @@ def _interval(mask: np.ndarray, what: str) -> tuple[int, int]:
         return _EMPTY
     lo, hi = int(idx[0]), int(idx[-1])
     if hi - lo + 1 != idx.size:
-        # The z rows are monotone, so every mask of §3.4 is one run of rows.
+        # The z rows are monotone, so every mask (docs/sfap.md, "Masks") is one run of rows.
         raise RuntimeError(f"internal error: the {what} mask is not one interval of rows")
     return lo, hi
 
@@ -147,7 +147,7 @@ def _intersect(p: tuple[int, int], q: tuple[int, int]) -> tuple[int, int]:
 
 
 def _mirror(nz: int, s: int) -> tuple[tuple[int, int], int]:
-    """§3.6: rows j whose mirror source m(j) = mb - j is valid, and mb."""
+    """Mirror map: rows j whose mirror source m(j) = mb - j is valid, and mb."""
     if s >= nz or s <= -2 * nz:
         return _EMPTY, 0
     if s >= 0:
@@ -200,7 +200,7 @@ def plan_fibres(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_
     for f, zf in enumerate(grids):
         zeta, a, b, v = float(nmj_z[f]), float(left[f]), float(right[f]), float(fibre_cv[f])
         nz = zf.shape[0]
-        delta = float(np.mean(np.diff(zf))) if nz > 1 else dz  # §3.2 (pairwise-summed mean)
+        delta = float(np.mean(np.diff(zf))) if nz > 1 else dz  # Δ: the pairwise-summed mean step
         z[f, :nz] = zf
         z[f, nz] = zf[-1] + delta  # the extended row z_Nz
         L1, L2 = b - zeta, zeta - a
@@ -216,7 +216,7 @@ def plan_fibres(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_
             b_iv = _interval(r_mask, "short-side")
         kept = (zf <= zeta - END_PLATE_HALF_WIDTH) | (zf >= zeta + END_PLATE_HALF_WIDTH)
         e_iv = _interval(~kept, "end-plate")
-        s = round(float((((L1 + L2) - z[f, nz]) + L2 - L1) / delta))  # half to even (§3.5)
+        s = round(float((((L1 + L2) - z[f, nz]) + L2 - L1) / delta))  # half to even, as MyoGen's round
         valid, mb = _mirror(nz, s)
         s_iv = _intersect(b_iv, valid)
         ipar[f] = (nz, *a_iv, *s_iv, mb, *e_iv, sigma)
@@ -227,7 +227,7 @@ def plan_fibres(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_
     dx = electrodes[None, :, 0] - fibre_xy[:, 0, None]
     dy = electrodes[None, :, 1] - fibre_xy[:, 1, None]
     r = np.sqrt(dx * dx + dy * dy)
-    r = np.where(r < min_radial_dist, min_radial_dist, r)  # strict <, as MyoGen (§5)
+    r = np.where(r < min_radial_dist, min_radial_dist, r)  # strict <, as MyoGen
     kr2 = KAPPA * (r * r)
 
     q = (nerve_paths[:, 0] / branch_cv[0] + nerve_paths[:, 1] / branch_cv[1]) / dt

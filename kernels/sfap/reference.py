@@ -1,8 +1,8 @@
 """Plain NumPy reference of MyoGen's intramuscular SFAP model (docs/sfap.md).
 
-Written straight from the specification and on purpose independent of
+Written straight from the model (docs/sfap.md) and on purpose independent of
 ``kernelrt.kernels.sfap``: it builds the grid with ``numpy.arange`` (what MyoGen does,
-where the kernels use the explicit §3 formula), evaluates the dense current density
+where the kernels use the explicit fibre-grid formula), evaluates the dense current density
 for every row, mirrors with ``np.roll`` plus a literal ``shift_padding``, contracts with
 a BLAS matrix product and delays with a full complex FFT. It is slow (Nt x Nz dense
 per fibre): the tests use it at sizes the golden files do not cover, and ``kernelrt
@@ -25,13 +25,13 @@ SIGMA_I = 1.01 / 1000
 
 
 def time_grid(nmj_z, left, right, cv, dt):
-    """§2: t = arange(0, 2 * max travel time + dt, dt)."""
+    """Time grid: t = arange(0, 2 * max travel time + dt, dt)."""
     t_max = 2 * max(np.max((nmj_z - left) / cv), np.max((right - nmj_z) / cv))
     return np.arange(0, t_max + dt, dt)
 
 
 def fibre_grid(zeta, a, b, dz):
-    """§3.1: the z rows, as MyoGen builds them with numpy.arange."""
+    """Fibre grid: the z rows, as MyoGen builds them with numpy.arange."""
     z_left = np.arange(zeta, a - dz, -dz)
     z_right = np.arange(zeta, b + dz, dz)
     return np.concatenate((z_left[::-1], z_right[1:]))
@@ -58,7 +58,7 @@ def rosenfalck_dvdz(x):
 
 
 def current_density(t, z, zeta, a, b, v, d):
-    """§3-§4: I[j, k] for the Nz rows of ``z``."""
+    """Current density: I[j, k] for the Nz rows of ``z``."""
     nz = z.shape[0]
     delta = np.mean(np.diff(z))
     zx = np.append(z, z[-1] + delta)  # the extended row
@@ -84,7 +84,7 @@ def current_density(t, z, zeta, a, b, v, d):
 
 
 def responses(z, electrodes, xy, r_min):
-    """§5: h[j, e] for a fibre at ``xy``."""
+    """Electrode responses: h[j, e] for a fibre at ``xy``."""
     kappa = SIGMA_Z / SIGMA_R
     const = ((1 / 4) / math.pi) / SIGMA_R
     h = np.empty((z.shape[0], electrodes.shape[0]))
@@ -96,7 +96,7 @@ def responses(z, electrodes, xy, r_min):
 
 
 def delay(y, shift):
-    """§7: integer zero-fill shift, then a circular band-limited fractional shift (FFT)."""
+    """NMJ delay: integer zero-fill shift, then a circular band-limited fractional shift (FFT)."""
     nt = y.shape[0]
     q = shift
     n = math.floor(q)
@@ -146,7 +146,7 @@ def reference_sfaps(
 
 
 def channel_error(y, ref):
-    """§11: max over channels of max_k |y - ref| / max_k |ref| (time is axis 0)."""
+    """The accuracy metric (docs/sfap.md): max over channels of max_k |y - ref| / max_k |ref| (time is axis 0)."""
     y = np.asarray(y).reshape(y.shape[0], -1)
     ref = np.asarray(ref).reshape(ref.shape[0], -1)
     peak = np.max(np.abs(ref), axis=0)

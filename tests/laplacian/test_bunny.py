@@ -2,7 +2,9 @@
 
 The Stanford Bunny shipped with pymeshfix: 50,000 vertices, 99,785 faces, 353 boundary
 edges and 132 non-manifold edges (three faces each); no degenerate face. Skipped unless
-pymeshfix and SpectralBrain are installed (``pip install pymeshfix`` and the ``bench`` extra).
+pymeshfix is installed (the ``test`` extra brings it). SpectralBrain's result comes from
+SpectralBrain itself when it is installed (the ``bench`` extra), else from the compact
+reference in tests/data/laplacian/ref_bunny.npz (tests/support/bunny.py says how).
 
 Both assemblies are deterministic on every x86 CPU: they use only + - * / and sqrt (IEEE
 correctly rounded) in fixed orders, with no BLAS, libm call or SIMD-width dependent
@@ -22,47 +24,30 @@ Ice Lake.
 * The atomic variant sums the diagonal and the mass per face instead: a few ulp.
 """
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from kernelrt.kernels import laplacian as lap
 
-pymeshfix = pytest.importorskip("pymeshfix")
-pytest.importorskip("spectralbrain")
+from tests.support.bunny import bunny_path, edge_face_counts, read_binary_ply, stored_reference
 
-# found by path: importing pymeshfix.examples would import pyvista
-BUNNY = Path(pymeshfix.__file__).parent / "examples" / "StanfordBunny.ply"
+pytest.importorskip("pymeshfix")
 
 
-def read_binary_ply(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(V float64, F int64) of a little-endian PLY with float32 x, y, z and triangles only."""
-    data = path.read_bytes()
-    end = data.index(b"end_header\n") + len(b"end_header\n")
-    header = data[:end].decode("ascii").splitlines()
-    assert header[1] == "format binary_little_endian 1.0", header[:3]
-    nv = int(next(line for line in header if line.startswith("element vertex")).split()[-1])
-    nf = int(next(line for line in header if line.startswith("element face")).split()[-1])
-    V = np.frombuffer(data, "<f4", 3 * nv, end).reshape(nv, 3).astype(np.float64)
-    faces = np.frombuffer(data, [("n", "u1"), ("v", "<i4", 3)], nf, end + 12 * nv)
-    assert (faces["n"] == 3).all() and end + 12 * nv + 13 * nf == len(data)
-    return V, faces["v"].astype(np.int64)
-
-
-@pytest.fixture(scope="module")
-def bunny():
-    from spectralbrain.core.meshes import _cotangent_laplacian
-
-    if not BUNNY.is_file():
-        pytest.skip(f"pymeshfix {pymeshfix.__version__} ships no {BUNNY.name}")
-    V, F = read_binary_ply(BUNNY)
-    L_sb, M_sb = _cotangent_laplacian(V, F.astype(np.intp))
-    # faces per undirected edge, looked up for every stored entry of the topology pattern
-    n = len(V)
-    e = np.sort(F[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
-    keys, counts = np.unique(e[:, 0] * n + e[:, 1], return_counts=True)
-    return V, F, sp.csr_matrix(L_sb), M_sb.diagonal(), keys, counts
+@pytest.fixture(scope="module", params=["spectralbrain", "stored"])
+def bunny(request):
+    path = bunny_path()
+    if path is None:
+        pytest.skip("this pymeshfix ships no StanfordBunny.ply")
+    V, F = read_binary_ply(path)
+    if request.param == "spectralbrain":
+        meshes = pytest.importorskip("spectralbrain.core.meshes")
+        L_sb, M_sb = meshes._cotangent_laplacian(V, F.astype(np.intp))
+        L_sb, m_sb = sp.csr_matrix(L_sb), M_sb.diagonal()
+    else:
+        L_sb, m_sb = stored_reference(V, F, lambda V, F: lap.cotan_laplacian(V, F, "cpu"))
+    keys, counts = edge_face_counts(F, len(V))
+    return V, F, L_sb, m_sb, keys, counts
 
 
 def _split(L, bunny):

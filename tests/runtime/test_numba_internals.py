@@ -50,11 +50,20 @@ def test_a_type_miss_reaches_the_handler():
     def handler(*args, **kws):
         seen.append(args)
         disp.compile((numba.typeof(args[0]),))
-        return disp.overloads[(numba.typeof(args[0]),)].entry_point
+        return (numba.typeof(args[0]),)  # the key in disp.overloads, as the backends return
 
     ni.on_missing_overload(disp, handler)
     assert disp(1.5) == 3.0 and seen == []  # an exact match never asks
     assert disp(np.int64(4)) == 8.0 and len(seen) == 1
+
+
+def test_a_cuda_type_miss_launches_the_overload_itself():
+    # numba-cuda launches what _compile_for_args returns: the _Kernel, whose entry_point
+    # attribute exists and is None. (The real hook runs only on a GPU: tests/gpu.)
+    kern = types.SimpleNamespace(entry_point=None)
+    disp = types.SimpleNamespace(overloads={(numba.float64,): kern})
+    ni.on_missing_overload(disp, lambda *args: (numba.float64,))
+    assert disp._compile_for_args(1.0) is kern
 
 
 def test_cuda_arch_names_the_a_variant_from_sm_90():
