@@ -43,7 +43,12 @@ def test_deterministic_is_bitwise_reproducible_and_symmetric(gpu):
     np.testing.assert_array_equal(L1.data, L2.data)
     np.testing.assert_array_equal(m1, m2)
     assert (L1 != L1.T).nnz == 0
-    L_cpu, m_cpu = topo.assemble(V, "cpu")  # FMA contraction on the GPU: equal to rounding
+    L_cpu, m_cpu = topo.assemble(V, "cpu")
+    # the GPU (CUDA) contracts multiply-adds into FMA by default, the CPU build does not: the
+    # dot and cross products of each cotangent round differently, amplified where they cancel
+    # (thin triangles of the noisy mesh), then summed over a row. docs/laplacian.md ("Assembly:
+    # topology once, values many times") allows 1e-13·max|L| on a noisy ico6; a mass is (d/2)/3
+    # summed over ~6 faces, d a cross-product norm: 1e-14 ≈ 45 eps of max m
     assert np.abs(L1.data - L_cpu.data).max() <= 1e-13 * abs(L_cpu).max()
     assert np.abs(m1 - m_cpu).max() <= 1e-14 * m_cpu.max()
 
@@ -58,6 +63,10 @@ def test_655362_vertices_match_the_cpu(gpu, variant):
     L_cpu, m_cpu = topo.assemble(V, "cpu")
     np.testing.assert_array_equal(L.indptr, L_cpu.indptr)
     np.testing.assert_array_equal(L.indices, L_cpu.indices)
+    # FMA contraction on the GPU (and, for "atomic", fp64 atomics in a run-dependent order) against
+    # the CPU's deterministic variant, on 1.3 M faces whose worst-shaped ones amplify the
+    # contraction's rounding most: the golden 1e-12 (docs/laplacian.md ("Assembly: topology once,
+    # values many times") states it for this mesh)
     assert np.abs(L.data - L_cpu.data).max() <= 1e-12 * np.abs(L_cpu.data).max()
     assert np.abs(m - m_cpu).max() <= 1e-12 * m_cpu.max()
 
@@ -81,6 +90,8 @@ def test_fsaverage_cohort(gpu):
     seconds = time.perf_counter() - t0
     print(f"\nico7 x 100 subjects, device-resident vertices: {seconds * 1e3:.2f} ms")
     L0, m0 = topo.assemble(cohort[0], "cpu")
+    # GPU FMA contraction against the CPU, as in test_deterministic_is_bitwise_reproducible_and_symmetric:
+    # 1e-13·max|L| for L, and 1e-14 relative for masses, which are sums of ~6 positive terms
     np.testing.assert_allclose(gpu.to_host(vals)[0], L0.data, rtol=0, atol=1e-13 * abs(L0).max())
     np.testing.assert_allclose(gpu.to_host(mass)[0], m0, rtol=1e-14)
 
@@ -91,9 +102,13 @@ def test_products_and_heat(gpu):
     op = lap.LaplacianOperator(L, m, backend=gpu)
     x = np.random.default_rng(1).standard_normal(len(V))
     X = np.random.default_rng(2).standard_normal((len(V), 50))
+    # the same row order as SciPy, but the GPU contracts acc + L_ij x_j into an FMA (one rounding
+    # per term instead of two): a few ulp of Σ|L_ij x_j| per row. Rows sum to ~0, so y can be far
+    # smaller than its terms: 1e-13 relative plus 1e-12 absolute (terms are O(10) on ico6)
     np.testing.assert_allclose(op.matvec(x), L @ x, rtol=1e-13, atol=1e-12)
     np.testing.assert_allclose(op.matvec(X), L @ X, rtol=1e-13, atol=1e-12)
     ref = lap.heat_steps(L, m, x, 1e-5, 20, backend="cpu")
+    # 20 such products, each step also fusing u - τ·(acc/m): the per-step differences add up
     np.testing.assert_allclose(op.heat_steps(x, 1e-5, 20), ref, rtol=1e-12, atol=1e-12)
 
 
@@ -105,9 +120,13 @@ def test_cupy_routes(gpu):
     L_dev, m_dev = lap.cotan_laplacian(g["V"], g["F"], gpu, keep_on_device=True)
     assert isinstance(L_dev, csp.csr_matrix)
     evals, evecs = lap.eigenpairs(L_dev, m_dev, 64, backend=gpu)  # dense standardised, CuPy eigh
+    # cuSOLVER's dense eigh against SpectralBrain's ARPACK solve: the golden eigenvalue tolerance
+    # (docs/laplacian.md ("Accuracy and oracles")); the routes agree to <= 5e-13 (its "Eigenpairs")
     assert np.abs(evals - g["evals"]).max() <= 1e-12 * g["evals"].max()
     k = int(g["hks_k"])
     H = lap.hks(g["evals"][:k], g["evecs"][:, :k], g["hks_t"], backend=gpu)
     W = lap.wks(g["evals"][:k], g["evecs"][:, :k], g["wks_e"], sigma=float(g["wks_sigma"]), backend=gpu)
+    # the GEMM in cuBLAS (its own summation order and FMA) and CuPy's exp: to rounding, within the
+    # golden descriptors' 1e-12 (docs/laplacian.md ("Descriptor parity"))
     assert np.abs(H - g["hks"]).max() <= 1e-12 * np.abs(g["hks"]).max()
     assert np.abs(W - g["wks"]).max() <= 1e-12 * np.abs(g["wks"]).max()

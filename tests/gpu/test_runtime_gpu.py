@@ -32,7 +32,8 @@ def test_same_kernels_as_cpu(gpu, cpu):
     gpu.launch_kernel(axpy, (x.size + 255) // 256, 256, out, gpu.to_device(x), gpu.to_device(y), 2.5)
     cpu_out = np.zeros_like(x)
     cpu.launch_kernel(axpy, (x.size + 255) // 256, 256, cpu_out, x, y, 2.5)
-    # NVVM contracts a*x + y into one FMA (one rounding instead of two): within an ulp.
+    # NVVM contracts a*x + y into one FMA (one rounding instead of two): within an ulp. One ulp
+    # is at most eps = 2.2e-16 relative in any binade, so rtol 2.5e-16 is one ulp
     np.testing.assert_allclose(gpu.to_host(out), cpu_out, rtol=2.5e-16, atol=0)
 
     x2 = rng.random((300, 70))
@@ -46,6 +47,10 @@ def test_same_kernels_as_cpu(gpu, cpu):
 
     total = gpu.zeros(1, np.float64)
     gpu.launch_kernel(block_sums, (x.size + 63) // 64, 64, gpu.to_device(x), total)
+    # 100,000 terms in [0, 1): 64-term block sums, then 1563 fp64 atomics in a run-dependent order,
+    # against NumPy's pairwise sum. With positive terms the relative error is at most
+    # (64 + 1563) eps = 3.6e-13 however the adds are ordered (NumPy's side ~17 eps): 1e-12 is
+    # above that worst-case bound
     assert gpu.to_host(total)[0] == pytest.approx(x.sum(), rel=1e-12)
 
 
@@ -128,7 +133,7 @@ def test_cupy_arrays_are_arguments_and_results(gpu):
         xd, yd, out = cupy.asarray(x), cupy.asarray(y), cupy.full(x.size, np.nan)
     gpu.launch_kernel(axpy, (x.size + 127) // 128, 128, out, xd, yd, 0.5)
     assert gpu.to_device(out) is out  # already on this device
-    np.testing.assert_allclose(gpu.to_host(out), 0.5 * x + y, rtol=2.5e-16, atol=0)  # FMA: within an ulp
+    np.testing.assert_allclose(gpu.to_host(out), 0.5 * x + y, rtol=2.5e-16, atol=0)  # FMA: within an ulp, as above
     np.testing.assert_array_equal(cupy.asnumpy(out), gpu.to_host(out))
 
 
@@ -194,6 +199,8 @@ def test_second_process_loads_without_compiling(cache_dir):
         runs.append(json.loads(res.stdout.strip().splitlines()[-1]))
     assert runs[0]["status"] == "compiled" and runs[1]["status"] == "disk"
     assert runs[1]["stats"]["misses"] == 0
+    # NumPy's default rtol (1e-7): this checks which process compiled what, not rounding; the values
+    # are in fact equal (CUDA's fp64 sqrt is correctly rounded, then one addition; JSON keeps repr)
     np.testing.assert_allclose(runs[1]["out"], np.sqrt(np.arange(8.0)) + 10.0)
 
 
@@ -219,4 +226,6 @@ def test_entry_made_without_a_gpu_is_only_linked(cache_dir, gpu, monkeypatch):
     assert ck.status == "disk"
     out = gpu.zeros(8, np.float64)
     gpu.launch_kernel(ck, 1, 8, out, gpu.to_device(np.arange(8.0)))
+    # CUDA's fp64 sqrt is correctly rounded (sqrt.rn.f64), then one addition: in fact equal to
+    # NumPy's; 1e-15 ≈ 4.5 eps tolerates an ulp should the linked code round otherwise
     np.testing.assert_allclose(gpu.to_host(out), np.sqrt(np.arange(8.0)) + 10.0, rtol=1e-15)

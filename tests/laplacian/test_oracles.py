@@ -25,6 +25,11 @@ def sphere(request):
 def test_structure(sphere):
     amplitude, V, F, L, m = sphere
     assert (L != L.T).nnz == 0  # bitwise symmetric: both ends of an edge evaluate one expression
+    # structural checks of the golden data (tests/data/laplacian/README.md; docs/laplacian.md
+    # ("Accuracy and oracles")): a row re-summed cancels to ~7 roundings of max|L| (measured
+    # 3.1e-16·max|L|); Σ m and the area sum F = 5120 face areas in different groupings
+    # (per-vertex thirds, then NumPy's pairwise sum): ~(6 + log2 F) eps (measured: equal).
+    # 1e-13 leaves far more than that; assembly is bit-identical on every x86
     assert np.abs(np.asarray(L.sum(axis=1))).max() <= 1e-13 * abs(L).max()
     assert m.sum() == pytest.approx(surface_area(V, F), rel=1e-13)
     off = L.copy()
@@ -40,27 +45,32 @@ def test_psd(amplitude):
     V, F = lap.noisy_icosphere(2, amplitude) if amplitude else lap.icosphere(2)
     L, m = lap.cotan_laplacian(V, F, "cpu")
     lam = sla.eigh(L.toarray(), np.diag(m), eigvals_only=True)
+    # LAPACK's dense generalized eigh: backward stable, so the null eigenvalue lands at about
+    # eps·λ_max (λ_max ≈ 80-90 here; measured -1.2e-14 and 2.8e-14), with BLAS/LAPACK kernels
+    # that differ per machine. 1e-10 is the library's ZERO_TOL: what it would call the null mode
     assert lam.min() >= -1e-10
     assert abs(lam[0]) < 1e-10 and lam[1] > 1.0  # one connected component
 
 
 def test_sphere_spectrum(sphere):
-    """Multiplet means of λ against l(l+1) within 0.1·l(l+1)·h² (spec oracle 3)."""
+    """Multiplet means of λ against l(l+1) within 0.1·l(l+1)·h² (docs/laplacian.md ("Accuracy and oracles"))."""
     amplitude, V, F, L, m = sphere
     evals, _ = lap.eigenpairs(L, m, 64, backend="cpu")  # l = 0..7 complete
     h = lap.mean_edge_length(*lap.icosphere(4))
     radius2 = m.sum() / (4 * np.pi) if amplitude else 1.0  # noisy: rescale by the area gain
-    assert evals[0] < 1e-11
+    assert evals[0] < 1e-11  # the null pair, as in test_golden.py::test_eigenpairs_shift_invert
     start = 1
     for l in range(1, 8):
         mult = evals[start : start + 2 * l + 1] * radius2
         start += 2 * l + 1
         target = l * (l + 1)
+        # discretisation error of the mesh, O(h²): 0.1·l(l+1)·h² is docs/laplacian.md's safe
+        # bound; rounding (~1e-14) does not count. Measured 0.6 (ico4) and 0.9 (noisy ico4) of it
         assert abs(mult.mean() / target - 1.0) <= 0.1 * target * h * h, (l, mult.mean())
 
 
 def test_heat_steps_closed_form(ico3):
-    """u0 = Φc → n steps give Φ (c ∘ (1 − τλ)^n) (spec 3b)."""
+    """u0 = Φc → n steps give Φ (c ∘ (1 − τλ)^n) (docs/laplacian.md ("Products and heat steps"))."""
     V, F, L, m = ico3
     evals, phi = lap.eigenpairs(L, m, 16, backend="cpu")  # l <= 3, complete multiplets
     lam_max = sla.eigh(L.toarray(), np.diag(m), eigvals_only=True)[-1]
@@ -69,6 +79,9 @@ def test_heat_steps_closed_form(ico3):
     u0 = phi @ c  # one BLAS product, shared by both runs below
     u = lap.heat_steps(L, m, u0, tau, 200, backend="cpu")
     expected = phi @ (c * (1.0 - tau * evals) ** 200)
+    # exact in exact arithmetic; here the eigenpairs are ARPACK's (residual ~1e-14, solver and
+    # BLAS order per machine) and 200 steps each round once per element, contracting (|1 - τλ|
+    # <= 1). Measured 6.0e-15; 1e-12 is the golden eigen tolerance, a 150x margin
     assert np.abs(u - expected).max() <= 1e-12 * np.abs(expected).max()
     # a block of three right-hand sides steps column by column identically
     U = lap.heat_steps(L, m, np.stack([u0, 2 * u0, phi[:, 3]], axis=1), tau, 200, backend="cpu")
@@ -83,6 +96,9 @@ def test_dense_route_agrees_with_shift_invert(amplitude):
     L, m = lap.cotan_laplacian(V, F, "cpu")
     ev_si, vec_si = lap.eigenpairs(L, m, 16, backend="cpu", method="shift-invert")
     ev_d, vec_d = lap.eigenpairs(L, m, 16, backend="cpu", method="dense")
+    # ARPACK shift-invert vs LAPACK's dense eigh: two solvers, each with its own BLAS order per
+    # machine. 5e-13 is the agreement docs/laplacian.md ("Eigenpairs") states for ico4 and noisy
+    # ico4 (measured here 1.1e-14); M-orthonormality to the golden 1e-12 (measured 2.7e-15)
     assert np.abs(ev_si - ev_d).max() <= 5e-13 * max(1.0, ev_si.max())
     gram = vec_d.T @ (m[:, None] * vec_d)
     assert np.abs(gram - np.eye(16)).max() < 1e-12
@@ -92,7 +108,9 @@ def test_atomic_and_deterministic_variants_agree(ico3):
     V, F, L, m = ico3
     L2, m2 = lap.cotan_laplacian(V, F, "cpu", variant="atomic")
     # both are fixed-order numba sums (the same bits on every x86); the atomic variant sums the
-    # diagonal and the mass per face, another order: measured 1.1 and 0.7 eps of the maximum
+    # diagonal and the mass per face, another order: measured 1.1 and 0.7 eps of the maximum.
+    # A diagonal sums ~12 half-cotangents of one sign (Delaunay), a mass 6 thirds: 1e-14 ≈ 45 eps
+    # and 1e-15 ≈ 4.5 eps cover those orders (fixed numbers on every x86, so no drift)
     assert np.abs(L2.data - L.data).max() <= 1e-14 * abs(L).max()
     assert np.abs(m2 - m).max() <= 1e-15 * m.max()
 
@@ -130,7 +148,10 @@ def test_cohort_descriptors_share_one_time_grid():
     t = lap.shared_hks_times([ev for ev, _ in pairs], n_times=8)
     # the larger sphere has λ_1 / 2.25 and the smaller λ_max: the grid spans both
     c = 4 * np.log(10)
-    assert t[0] == pytest.approx(c / pairs[0][0][-1]) and t[-1] == pytest.approx(c / pairs[1][0][1])
+    # logspace returns 10**log10(t) at the ends: an ulp of log10 t (|log10 t| <= 1.1 here) is
+    # ~2.3 ulp of t, plus np.power's own ulp (SIMD-dispatched: AVX-512 and AVX2 differ by one),
+    # so a few eps; 1e-14 ≈ 45 eps (measured: equal)
+    assert t[0] == pytest.approx(c / pairs[0][0][-1], rel=1e-14) and t[-1] == pytest.approx(c / pairs[1][0][1], rel=1e-14)
     H = lap.hks_batch(np.stack([p[0] for p in pairs]), np.stack([p[1] for p in pairs]), t, backend="cpu")
     for s, (ev, vec) in enumerate(pairs):
         # exact: on the host hks_batch makes the very same np.exp and GEMM calls per subject
@@ -143,8 +164,11 @@ def test_wks_main_branch_for_many_energies(ico3):
     evals, evecs = lap.eigenpairs(L, m, 16, backend="cpu")
     e, sigma = lap.wks_params(evals, 100)
     lo, hi = np.log(evals[1]), np.log(evals[-1])
-    assert sigma == pytest.approx(7 * (hi - lo) / 100)
-    assert e[0] == pytest.approx(lo + 2 * sigma) and e[-1] == pytest.approx(hi - 2 * sigma)
+    # the same expressions, but np.log on two scalars here and on an array in wks_params, whose
+    # SIMD loop may differ by an ulp (AVX-512 vs AVX2); hi - lo ≈ 1.8 barely amplifies it, and
+    # linspace returns its ends exactly. 1e-14 ≈ 45 eps (measured: equal)
+    assert sigma == pytest.approx(7 * (hi - lo) / 100, rel=1e-14)
+    assert e[0] == pytest.approx(lo + 2 * sigma, rel=1e-14) and e[-1] == pytest.approx(hi - 2 * sigma, rel=1e-14)
     W = lap.wks(evals, evecs, backend="cpu")
     # wks normalises each column with np.linalg.norm(axis=0), a sequential (not pairwise) sum
     # of N squares, and this checks it with another: each rounds by up to ~N eps / 2. Measured

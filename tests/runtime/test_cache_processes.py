@@ -69,7 +69,7 @@ def test_hit_in_second_process_and_recompile_on_edits(tmp_path, cache_dir):
 
     first = _run(src, cache_dir)
     assert first["stats"]["misses"] == 2 and first["stats"]["hits"] == 0
-    assert first["out"] == (2 * x + 1).tolist()
+    assert first["out"] == (2 * x + 1).tolist()  # exact here and below: small integers, JSON keeps repr
 
     second = _run(src, cache_dir)
     assert second["stats"]["misses"] == 0 and second["stats"]["hits"] == 2

@@ -123,6 +123,14 @@ def test_only_config_reads_the_environment():
                 assert "dict(os.environ" in line, f"{m}:{node.lineno} reads the environment; add a setting to config.py"
 
 
+def test_no_comment_points_outside_the_repository():
+    # the documents the code was first written from are not shipped; docs/ is
+    outside = ("specs/", "DESIGN.md", "STYLE.md", "§")
+    for m, p in MODULES.items():
+        for n, line in enumerate(p.read_text().splitlines(), 1):
+            assert not any(s in line for s in outside), f"{m}:{n} points outside the repository: {line.strip()}"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_modules_stay_small(module):
     n = len(MODULES[module].read_text().splitlines())

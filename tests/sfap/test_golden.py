@@ -54,22 +54,33 @@ def test_host_preparation_matches_golden_tables(path):
     iv = g["row_intervals"]
     assert np.array_equal(plan.ipar[:, [sfap_prep.I_ALO, sfap_prep.I_AHI]], iv[:, [1, 2]])
     assert np.array_equal(plan.ipar[:, [sfap_prep.I_ELO, sfap_prep.I_EHI]], iv[:, [5, 6]])
+    # 1e-15 ≈ 4.5 eps: n + φ re-adds what floor() split off (φ = q - n is exact), and
+    # q = (p1/c1 + p2/c2)/dt equals MyoGen's delay_s / dt up to how it groups that sum; only
+    # + and / (correctly rounded, no libm), so the same on every x86. Measured: bitwise equal
     np.testing.assert_allclose(plan.delay_int + plan.delay_frac, g["delay_s"] / g["dt"], rtol=1e-15)
 
 
 def test_delay_of_golden_raw(cpu):
-    """Both delay forms reproduce MyoGen's delay of the stored raw SFAPs (§7)."""
+    """Both delay forms reproduce MyoGen's delay of the stored raw SFAPs
+    (docs/sfap.md ("Raw SFAP, NMJ delay, MUAP"))."""
     for path in GOLDEN:
         kwargs, g = golden_inputs(path)
         plan = sfap_prep.plan_fibres(**check_inputs(**kwargs, min_radial_dist=None))
         raw = np.ascontiguousarray(g["sfaps_raw"])
         fft = delay_fft(raw, plan.delay_int, plan.delay_frac)
+        # NumPy's FFT of MyoGen's length N', but a batched rfft/irfft instead of MyoGen's full
+        # complex FFT with mirrored bins: FFT rounding order, a few ulp of the channel peak
+        # (docs/sfap.md ("Raw SFAP, NMJ delay, MUAP")). Measured <= 4.8e-16; 1e-14 leaves 20x
         assert channel_error(fft, g["sfaps"]) <= 1e-14
         nt, ne, nf = raw.shape
         out = np.empty_like(raw)
         table = dirichlet_table(nt, plan.delay_frac)
         cpu.launch_kernel(sfap_delay, (nt, ne, nf), (1, 1, 1), raw, table, plan.delay_int, out)
+        # the Dirichlet matrix instead of the FFT: a direct sum of Nt (<= 625) products against a
+        # table built with np.sin (an ulp between CPUs), rounding growing like sqrt(Nt) eps.
+        # docs/sfap.md ("Exactness: what must be done how"): ~5e-15; measured <= 2.9e-15 here
+        # and for the MUAP below; 1e-13 leaves 30x
         assert channel_error(out, g["sfaps"]) <= 1e-13
         muap = np.empty((nt, ne))
         cpu.launch_kernel(sfap_muap, (ne, nt), (1, 1), out, muap)
-        assert channel_error(muap, g["muap"]) <= 1e-13
+        assert channel_error(muap, g["muap"]) <= 1e-13  # as above, plus an ascending sum over fibres

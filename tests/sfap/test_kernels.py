@@ -26,6 +26,10 @@ def test_simd_exp_within_one_ulp():
                          rng.uniform(0, EXP_NEG_MAX, 200_000), [0.0, EXP_NEG_MAX]])
     ours, libm = np.empty_like(xs), np.empty_like(xs)
     both(xs, ours, libm)
+    # 1 ulp: exp_neg's design bound (Cody-Waite reduction, degree-13 Taylor, truncation < 4e-18;
+    # docs/sfap.md ("Exactness: what must be done how")), against libm's exp, which is almost
+    # always correctly rounded whichever of its FMA/non-FMA variants the CPU selects. exp_neg is
+    # plain + - * compiled without fastmath (no contraction): its own bits are the same on every x86
     assert np.max(np.abs(ours - libm) / np.spacing(libm)) <= 1.0
 
 
@@ -37,6 +41,11 @@ def test_simd_dot_products():
     lo, n = 7, 297
     want_a, want_b = cur[:, :n] @ h_a[lo : lo + n], cur[:, :n] @ h_b[lo : lo + n]
     got_a, got_b = dot8x2(h_a, h_b, cur, lo, 0, n)
+    # two summation orders of n = 297 products of N(0, 1) numbers: dot8/dot8x2 are compiled with
+    # reassociation and contraction (vector partial sums and FMA, so their order follows the
+    # host's vector width) and NumPy's matmul runs the host BLAS's own kernel. Rounding grows
+    # like eps times the partial sums (|sum| <= 14 here): ~eps n / sqrt(2) = 5e-14 in practice,
+    # measured 1.1e-14; 1e-13 absolute plus 1e-13 relative leaves room for either side's width
     np.testing.assert_allclose(got_a, want_a, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(got_b, want_b, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(dot8(h_a, cur, lo, 0, n), want_a, rtol=1e-13, atol=1e-13)
