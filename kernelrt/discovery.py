@@ -212,21 +212,22 @@ def _device_info(driver, ordinal: int) -> DeviceInfo:
         pci = f"{dev.PCI_DOMAIN_ID:04x}:{dev.PCI_BUS_ID:02x}:{dev.PCI_DEVICE_ID:02x}.0"
     except Exception:
         pass
-    return DeviceInfo(ordinal, name, tuple(dev.compute_capability), _nvml_total_memory(uuid), uuid, pci)
+    return DeviceInfo(ordinal, name, tuple(dev.compute_capability), nvml_memory(uuid)[1], uuid, pci)
 
 
-def _nvml_total_memory(uuid: str | None) -> int | None:
-    """Total memory from NVML, matched by UUID (NVML and CUDA may order devices differently)."""
+def nvml_memory(uuid: str | None) -> tuple[int | None, int | None]:
+    """(free, total) bytes from NVML, matched by UUID (NVML and CUDA may order devices
+    differently); (None, None) without NVML. Opens no CUDA context."""
     if uuid is None:
-        return None
+        return None, None
     try:
-        import pynvml  # NVML is opened only when probing; import kernelrt touches no GPU library
+        import pynvml  # NVML is opened only when asked; import kernelrt touches no GPU library
 
         pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
-        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid))
+        return int(info.free), int(info.total)
     except Exception:
-        return None
+        return None, None
 
 
 def _probe_toolchain() -> dict:

@@ -13,7 +13,7 @@ import contextlib
 import gc
 import sys
 
-from .discovery import probe
+from .discovery import nvml_memory, probe
 from .errors import DeviceMemoryError
 from .selection import get_backend
 
@@ -38,7 +38,7 @@ def vram_status() -> list[dict]:
     """Free, used and total memory of every CUDA device (NVML; empty without a driver)."""
     out = []
     for dev in probe().devices:
-        free, total = _nvml_memory(dev.uuid)
+        free, total = nvml_memory(dev.uuid)
         out.append(
             {
                 "device_id": dev.id,
@@ -49,19 +49,6 @@ def vram_status() -> list[dict]:
             }
         )
     return out
-
-
-def _nvml_memory(uuid) -> tuple[int | None, int | None]:
-    if uuid is None:
-        return None, None
-    try:
-        import pynvml  # NVML is opened only when asked; import kernelrt touches no GPU library
-
-        pynvml.nvmlInit()
-        info = pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByUUID(uuid))
-        return int(info.free), int(info.total)
-    except Exception:
-        return None, None
 
 
 def release_pool(backend=None) -> None:
