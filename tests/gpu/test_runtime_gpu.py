@@ -25,6 +25,59 @@ def test_contract_members(gpu):
     assert gpu.limits.max_threads_per_block >= 1024
 
 
+def test_vram_status_reads_the_device_without_a_context():
+    """NVML's numbers, read in a fresh process, leave device 0's primary context inactive."""
+    code = (
+        "import kernelrt; info = kernelrt.vram_status(0);"
+        "import cuda.bindings.driver as cu; cu.cuInit(0); _, dev = cu.cuDeviceGet(0);"
+        "err, _, active = cu.cuDevicePrimaryCtxGetState(dev);"
+        "assert err == cu.CUresult.CUDA_SUCCESS, err;"
+        "print(int(active), info.free_bytes, info.total_bytes)"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert res.returncode == 0, res.stderr
+    active, free, total = map(int, res.stdout.split()[-3:])
+    assert active == 0 and 0 < free <= total
+
+
+def test_vram_status_guard_and_monitor_on_the_device(gpu, caplog):
+    """SpectralBrain's memory API on device 0: NVML agrees with the device's context, an
+    allocation shows in it and comes back after release_pool, the guard measures the GPU."""
+    info = kernelrt.vram_status(0)
+    assert (info.device_name, info.device_id) == (gpu.device_name, 0)
+    assert 0 < info.free_gb <= info.total_gb and info.used_gb > 0
+    free, total = gpu.get_memory_info()
+    # NVML counts the memory the driver reserves for itself, cuMemGetInfo does not: they differ
+    # by well under 5 % of the total (about 0.6 % on an H100); free also moves between the reads
+    assert abs(info.total_bytes - total) <= 0.05 * total
+    assert abs(info.free_bytes - free) <= 0.05 * total
+
+    kernelrt.release_pool(gpu)
+    before = kernelrt.vram_status(0).free_bytes
+    block = gpu.allocate(2**30, np.uint8)
+    taken = before - kernelrt.vram_status(0).free_bytes
+    del block
+    kernelrt.release_pool(gpu)
+    back = kernelrt.vram_status(0).free_bytes - (before - taken)
+    # 1 GiB, as the driver allocates it (2 MiB pages) and NVML sees it: nothing else runs on the
+    # test device, so 0.9 GiB to 1.1 GiB leaves room only for page rounding and the allocator
+    assert 0.9 * 2**30 <= taken <= 1.1 * 2**30
+    assert back >= 0.9 * 2**30
+
+    with kernelrt.vram_guard(min_free_gb=0.5) as backend:
+        assert backend.name == "cuda" and backend.device_id == 0
+    with (
+        pytest.raises(kernelrt.DeviceMemoryError, match=r"vram_guard needs .* free on device 0 \(.*\) but only"),
+        kernelrt.vram_guard(min_free_gb=2 * info.total_gb, error_on_low=True),
+    ):
+        pytest.fail("entered without the memory")
+
+    with caplog.at_level("INFO", logger="kernelrt"):
+        assert kernelrt.vram_monitor(0, label="gpu test").device_id == 0
+    line = caplog.records[-1].getMessage()
+    assert line.startswith(f"GPU 0 ({gpu.device_name}): ") and line.endswith(" GiB free) [gpu test]")
+
+
 def test_same_kernels_as_cpu(gpu, cpu):
     rng = np.random.default_rng(0)
     x, y = rng.random(100_000), rng.random(100_000)

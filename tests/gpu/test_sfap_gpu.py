@@ -92,7 +92,7 @@ def test_batches_under_real_memory_pressure(gpu):
     ballast = gpu.allocate(free - room, np.uint8)
     try:
         with pytest.raises(kernelrt.DeviceMemoryError, match="vram_guard needs"):
-            with kernelrt.vram_guard(min_free_gb=2 * room / 2**30, backend=gpu):
+            with kernelrt.vram_guard(min_free_gb=2 * room / 2**30, error_on_low=True, backend=gpu):
                 pass
         with kernelrt.vram_guard(min_free_gb=0.9 * room / 2**30, backend=gpu):
             nb = sfap_run.batch_size(gpu, plan, 25)
