@@ -1,7 +1,8 @@
 """The ``kernelrt`` command: ``info``, ``cache``, ``demo`` and ``bench``.
 
-Every subcommand prints for people by default and takes ``--json`` for scripts. Bad
-options are reported by argparse with the usage line and exit status 2.
+Also run as ``python -m kernelrt`` (``__main__.py``); ``kernelrt --version`` prints the
+version. Every subcommand prints for people by default and takes ``--json`` for scripts.
+Bad options are reported by argparse with the usage line and exit status 2.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ import json
 import sys
 import time
 
+from . import __version__
 from .bench_cli import add_bench_parser
 from .compiler import compile_cuda_offline
 from .cpu_backend import CPUBackend
 from .cpu_threads import threading_layer_name
 from .cuda_backend import CUDABackend
-from .discovery import cpu_name, host_memory_info, package_versions, probe
+from .discovery import cpu_name, host_memory_info, nvml_memory, package_versions, probe
 from .disk_cache import disk_cache_for
 from .kernels import warm_specs
 from .kernels.demo import add_demo_parser  # the front end is the one part that uses the kernel library
-from .memory import format_bytes, vram_status
+from .memory import format_bytes
 
 __all__ = ["main", "build_parser"]
 
@@ -31,12 +33,11 @@ def info_report() -> dict:
     avail = CUDABackend.availability()
     cache = disk_cache_for()
     free, total = host_memory_info()
-    vram = {v["device_id"]: v for v in vram_status()}
     return {
         "backends": {
             "cpu": {"available": True, "device": cpu_name(), "threading_layer": threading_layer_name(),
                     "host_memory_free": free, "host_memory_total": total},
-            "cuda": {"available": avail.ok, "code": avail.code, "reason": avail.reason},
+            "cuda": {"available": avail.ok, "code": avail.code, "reason": avail.reason, "fix": avail.fix},
         },
         "devices": [
             {
@@ -44,7 +45,7 @@ def info_report() -> dict:
                 "name": d.name,
                 "compute_capability": ".".join(map(str, d.compute_capability)),
                 "total_memory": d.total_memory,
-                "free_memory": vram.get(d.id, {}).get("free_bytes"),
+                "free_memory": nvml_memory(d.uuid)[0],  # NVML: no CUDA context for a report
                 "uuid": d.uuid,
             }
             for d in facts.devices
@@ -178,6 +179,7 @@ def _cmd_cache_warm(args, cache) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kernelrt", description="kernelrt: custom kernels on CUDA and CPU")
+    parser.add_argument("--version", action="version", version=f"kernelrt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("info", help="backends, devices, versions and the cache directory")

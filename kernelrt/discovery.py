@@ -6,7 +6,9 @@ and turns every failure into text, never a traceback: without a GPU, numba's
 ``cudaErrorInsufficientDriver`` and ``nvmlInit`` raises ``NVMLError_LibraryNotFound``.
 ``classify(facts, device_id)`` is a pure function from those facts to an
 ``Availability`` with a reason code, so each reason is testable without hardware.
-Probing never creates a CUDA context.
+Every reason that is not ok ends with its fix (``Availability.fix``): the pip extra that
+brings CuPy, NVRTC and NVVM for the CUDA version the driver supports, or what to install
+or change on the system. Probing never creates a CUDA context.
 """
 
 from __future__ import annotations
@@ -29,8 +31,12 @@ __all__ = [
     "cpu_name",
     "host_memory_info",
     "package_versions",
+    "pip_install_command",
+    "toolchain_problem",
     "REASONS",
 ]
+
+NUMBA_CUDA_MISSING = "numba-cuda could not be imported"  # how probe() words a broken install
 
 # Reason codes, in the order classify() checks them.
 REASONS = {
@@ -42,7 +48,7 @@ REASONS = {
     "no_device": "the driver reports no CUDA device",
     "device_out_of_range": "the requested device id does not exist",
     "no_nvvm": "libNVVM (the CUDA compiler) was not found",
-    "no_nvrtc": "NVRTC was not found (install kernelrt[cuda12] or kernelrt[cuda13])",
+    "no_nvrtc": "NVRTC (the CUDA runtime compiler) was not found",
     "no_compiler": "numba-cuda's compiler does not load in this environment",
     "cc_too_low": "the device is older than the CUDA toolkit supports",
 }
@@ -90,7 +96,8 @@ class Availability:
     """Whether CUDA device ``device_id`` can run kernelrt kernels, and if not, why.
 
     Truthy when usable. ``code`` is one of ``REASONS``; ``reason`` is a sentence
-    for people; ``devices`` lists what the driver sees.
+    for people that ends with ``fix``, what to install or change (empty when usable);
+    ``devices`` lists what the driver sees.
     """
 
     code: str
@@ -98,6 +105,12 @@ class Availability:
     device_id: int = 0
     devices: tuple[DeviceInfo, ...] = ()
     facts: CudaFacts = field(default_factory=CudaFacts, repr=False)
+    fix: str = ""
+
+    @property
+    def install_command(self) -> str:
+        """The pip command for kernelrt's CUDA extra (CuPy, NVRTC, NVVM) on this driver."""
+        return pip_install_command(self.facts)
 
     @property
     def ok(self) -> bool:
@@ -112,10 +125,7 @@ class Availability:
 
 def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
     """Turn probe facts into the first reason device ``device_id`` is unusable."""
-
-    def result(code, detail=""):
-        text = REASONS[code] + (f": {detail}" if detail else "")
-        return Availability(code, text, device_id, facts.devices, facts)
+    result = functools.partial(_result, facts, device_id)
 
     if facts.simulator:
         if device_id != 0:
@@ -123,6 +133,8 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
         return result("simulator")
     if facts.driver_error is not None:
         err = facts.driver_error
+        if err.startswith(NUMBA_CUDA_MISSING):  # a broken install, not a driver problem
+            return result("no_compiler", _first_line(err))
         if "cannot be found" in err or "not found" in err.lower():
             return result("no_driver", _first_line(err))
         if "INSUFFICIENT_DRIVER" in err:
@@ -146,15 +158,11 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
         return result(
             "driver_too_old",
             f"driver supports CUDA {_ver(facts.driver_version)}, toolkit is CUDA "
-            f"{_ver(facts.runtime_version)}; update the driver or install kernelrt[cuda"
-            f"{facts.driver_version[0]}]",
+            f"{_ver(facts.runtime_version)}",
         )
-    if facts.nvvm_error is not None:
-        return result("no_nvvm", _first_line(facts.nvvm_error))
-    if facts.nvrtc_error is not None:
-        return result("no_nvrtc", _first_line(facts.nvrtc_error))
-    if facts.compiler_error is not None:
-        return result("no_compiler", _first_line(facts.compiler_error))
+    missing = toolchain_problem(facts, device_id)
+    if missing is not None:
+        return missing
     dev = facts.devices[device_id]
     if facts.min_cc is not None and dev.compute_capability < facts.min_cc:
         return result(
@@ -163,6 +171,72 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
             f"(got {_ver(dev.compute_capability)} on device {dev.id}: {dev.name})",
         )
     return result("ok", dev.describe())
+
+
+def toolchain_problem(facts: CudaFacts, device_id: int = 0) -> Availability | None:
+    """Why CUDA kernels cannot be compiled here (NVVM, NVRTC or numba-cuda's compiler
+    missing), or None. Compiling PTX for a compute capability needs these, not a driver."""
+    for code, error in (("no_nvvm", facts.nvvm_error), ("no_nvrtc", facts.nvrtc_error),
+                        ("no_compiler", facts.compiler_error)):
+        if error is not None:
+            return _result(facts, device_id, code, _first_line(error))
+    return None
+
+
+def _result(facts: CudaFacts, device_id: int, code: str, detail: str = "") -> Availability:
+    detail = detail.rstrip(". ")  # numba's messages end with a full stop; the fix follows
+    fix = _fix(code, facts, detail)
+    text = REASONS[code] + (f": {detail}" if detail else "") + (f"; {fix}" if fix else "")
+    return Availability(code, text, device_id, facts.devices, facts, fix)
+
+
+def pip_install_command(facts: CudaFacts | None = None) -> str:
+    """The pip command for kernelrt's CUDA extra: CuPy, NVRTC and NVVM for one CUDA major.
+
+    ``kernelrt[cuda13]`` for a driver that supports CUDA 13 or newer, ``kernelrt[cuda12]``
+    for a CUDA 12 driver (pyproject.toml's extras); both, with how to tell, when the
+    driver's version is unknown or older than either.
+    """
+    major = facts.driver_version[0] if facts is not None and facts.driver_version else None
+    if major is not None and major >= 13:
+        return 'pip install "kernelrt[cuda13]"'
+    if major == 12:
+        return 'pip install "kernelrt[cuda12]"'
+    return ('pip install "kernelrt[cuda12]" for a CUDA 12 driver or "kernelrt[cuda13]" for a '
+            "CUDA 13 one (nvidia-smi shows the driver's CUDA version)")
+
+
+def _fix(code: str, facts: CudaFacts, detail: str) -> str:
+    """What to install or change for reason ``code``, in words a user can act on."""
+    pip = pip_install_command(facts)
+    if code == "no_driver":
+        return ("install the NVIDIA driver for your GPU (your distribution's nvidia-driver "
+                "package, or https://www.nvidia.com/drivers), then check that nvidia-smi lists the GPU")
+    if code == "driver_too_old":
+        toolkit = facts.runtime_version[0] if facts.runtime_version else None
+        driver = facts.driver_version[0] if facts.driver_version else None
+        if driver == 12 or (driver is None and toolkit is not None and toolkit >= 13):
+            # the toolkit is CUDA 13, too new for this driver: the CUDA 12 toolkit fits it
+            return 'update the NVIDIA driver, or install the CUDA 12 toolkit: pip install "kernelrt[cuda12]"'
+        return ("update the NVIDIA driver to one that supports CUDA 12 or newer (nvidia-smi "
+                f"shows its CUDA version), then {pip}")
+    if code == "driver_error":
+        return ("run nvidia-smi: if it fails too, reinstall the NVIDIA driver or reboot (a driver "
+                "upgraded without a reboot, or a resume from suspend, leaves it in this state)")
+    if code == "no_device":
+        return "check that nvidia-smi lists a GPU and that CUDA_VISIBLE_DEVICES does not hide it"
+    if code == "device_out_of_range":
+        return "pass device_id=0, the simulator's only device" if facts.simulator else "pass one of the device ids listed"
+    if code in ("no_nvvm", "no_nvrtc"):  # both extras bring NVVM and NVRTC as wheels
+        return f"install it with {pip}, or install the CUDA toolkit from NVIDIA"
+    if code == "no_compiler":
+        what = "numba-cuda" if detail.startswith(NUMBA_CUDA_MISSING) else "the numba-cuda and NumPy versions kernelrt supports"
+        return f"reinstall {what}: {pip}"
+    if code == "cc_too_low":
+        usable = [d.id for d in facts.devices if facts.min_cc is None or d.compute_capability >= facts.min_cc]
+        other = f"pass device_id={usable[0]}, " if usable else "use a newer GPU, "
+        return f"{other}or run on the CPU backend: kernelrt.get_backend('cpu')"
+    return ""
 
 
 def _ver(t) -> str:
@@ -191,7 +265,7 @@ def _probe_driver() -> dict:
     try:
         from numba.cuda.cudadrv.driver import driver  # lazy: importing kernelrt loads no numba
     except Exception as e:  # numba-cuda itself missing or broken
-        return {"driver_error": f"numba-cuda could not be imported: {e}"}
+        return {"driver_error": f"{NUMBA_CUDA_MISSING}: {e}"}
     try:
         if not driver.is_available:
             return {"driver_error": str(driver.initialization_error)}

@@ -114,7 +114,8 @@ def eigenpairs(
             method = "dense"
         else:
             if be.name == "cuda":
-                why = "CuPy is not installed" if cp is None else f"N = {n} > dense_max = {dense_max}"
+                why = (f"CuPy is not installed (install it with {be.availability(be.device_id).install_command})"
+                       if cp is None else f"N = {n} > dense_max = {dense_max}")
                 logger.warning("eigenpairs: %s; using the CPU SciPy shift-invert solver", why)
             method = "shift-invert"
     if method == "dense":

@@ -1,13 +1,15 @@
-"""The kernelrt command: info, cache list/stats/clear, and clear errors for bad options."""
+"""The kernelrt command (and python -m kernelrt): info, cache list/stats/clear, --version, clear errors for bad options."""
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from tests.support.kernels import shifted_sqrt
 
+import kernelrt
 from kernelrt.cli import main
 
 
@@ -63,3 +65,27 @@ def test_bad_options_are_clear(cache_dir, args, message):
     assert res.returncode == 2
     assert message in res.stderr
     assert "usage: kernelrt" in res.stderr
+
+
+def test_version_from_the_script_and_from_python_m(cache_dir):
+    script = Path(sys.executable).with_name("kernelrt")  # the console script of this environment
+    if not script.exists():
+        pytest.skip("kernelrt is not installed in this environment (pip install -e .)")
+    for command in ([str(script), "--version"], [sys.executable, "-m", "kernelrt", "--version"]):
+        res = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout == f"kernelrt {kernelrt.__version__}\n"
+
+
+def test_python_m_kernelrt_info_is_the_command(cache_dir):
+    res = subprocess.run([sys.executable, "-m", "kernelrt", "info", "--json"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    cuda = json.loads(res.stdout)["backends"]["cuda"]
+    avail = kernelrt.CUDABackend.availability()
+    assert cuda["code"] == avail.code and cuda["fix"] == avail.fix
+    res = subprocess.run([sys.executable, "-m", "kernelrt", "info"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert "cpu backend:  available" in res.stdout and str(cache_dir) in res.stdout
+    assert f"cuda backend: {'available' if avail.ok else 'unavailable'}: {avail.reason}\n" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "kernelrt"], capture_output=True, text=True, check=False)
+    assert res.returncode == 2 and "usage: kernelrt [-h] [--version]" in res.stderr
