@@ -27,7 +27,10 @@ from . import __version__
 from .discovery import probe
 from .numba_internals import intrinsic_generator
 
-__all__ = ["KEY_SCHEMA_VERSION", "KeyBuilder", "function_fingerprint", "toolchain_versions", "cpu_target"]
+__all__ = [
+    "KEY_SCHEMA_VERSION", "KeyBuilder", "function_fingerprint", "toolchain_versions", "cpu_target",
+    "codegen_settings",
+]
 
 KEY_SCHEMA_VERSION = 1
 
@@ -239,3 +242,75 @@ def cpu_target() -> str:
     name = config.CPU_NAME or ll.get_host_cpu_name()
     features = config.CPU_FEATURES if config.CPU_FEATURES is not None else ll.get_host_cpu_features().flatten()
     return f"{platform.machine()}-{name}-{hashlib.sha256(str(features).encode()).hexdigest()[:12]}"
+
+
+def codegen_settings(target: str, debug: bool = False) -> str:
+    """numba's process-wide settings that change the code compiled for ``target``.
+
+    numba reads them from ``NUMBA_*`` variables when it is imported, so two processes
+    that differ only in their environment compile different binaries from the same
+    source: a ``NUMBA_BOUNDSCHECK=1`` or ``NUMBA_OPT=0`` process must not load what
+    another process stored. Each value is the one that reaches the compiler (a setting
+    that another one overrides, or that the target ignores, is left out), so settings
+    that change nothing do not change the key. Not here: the CPU name and features
+    (``cpu_target``), and ``NUMBA_CUDA_DEFAULT_PTX_CC``, which only serves compilations
+    given no compute capability (kernelrt always gives one). numba has no process-wide
+    fastmath or lineinfo setting.
+
+    Args:
+        target: ``"cpu"`` or ``"cuda"``.
+        debug: the backend's debug mode (``CPUBackend(debug=True)``: bounds-checked,
+            serial loops; ``CUDABackend(debug=True)``: ``debug=True, opt=False``).
+
+    Returns:
+        ``name=value`` pairs joined by ``;``, in a fixed order.
+
+    Raises:
+        ValueError: ``target`` is neither ``"cpu"`` nor ``"cuda"``.
+    """
+    from numba.core import config  # lazy: importing kernelrt loads no numba
+
+    if target == "cpu":
+        settings = _cpu_codegen(config, bool(debug))
+    elif target == "cuda":
+        settings = _cuda_codegen(config, bool(debug))
+    else:
+        raise ValueError(f"target must be 'cpu' or 'cuda' (got {target!r})")
+    return ";".join(f"{name}={value}" for name, value in settings)
+
+
+def _cpu_codegen(cfg, debug: bool) -> list[tuple[str, object]]:
+    # numba/core/cpu.py (CPUTargetOptions.finalize): a function compiled without an explicit
+    # debug or boundscheck option takes NUMBA_DEBUGINFO, which also turns on bounds checks
+    # and extended variable lifetimes; NUMBA_BOUNDSCHECK, when set, overrides every function.
+    debuginfo = bool(cfg.DEBUGINFO_DEFAULT)
+    boundscheck = bool(cfg.BOUNDSCHECK) if cfg.BOUNDSCHECK is not None else (debug or debuginfo)
+    return [
+        ("debug", debug),
+        ("boundscheck", boundscheck),
+        ("opt", "max" if getattr(cfg.OPT, "is_opt_max", False) else int(cfg.OPT)),  # NUMBA_OPT=max
+        ("loop_vectorize", bool(cfg.LOOP_VECTORIZE)),
+        ("slp_vectorize", bool(cfg.SLP_VECTORIZE)),
+        # NUMBA_ENABLE_AVX edits the host's feature list; NUMBA_CPU_FEATURES replaces it.
+        ("avx", bool(cfg.ENABLE_AVX) if cfg.CPU_FEATURES is None else "n/a"),
+        # Set at numba's import: SVML installed and not disabled by NUMBA_DISABLE_INTEL_SVML.
+        ("svml", bool(getattr(cfg, "USING_SVML", False))),
+        ("debuginfo", debuginfo),
+        ("extend_lifetimes", debuginfo or bool(cfg.EXTEND_VARIABLE_LIFETIMES)),
+        ("refprune", cfg.LLVM_REFPRUNE_FLAGS if cfg.LLVM_REFPRUNE_PASS else "off"),
+        ("debug_nrt", bool(cfg.DEBUG_NRT)),  # the "safe" allocator calls
+        ("parfor_debug_prints", bool(cfg.DEBUG_ARRAY_OPT_RUNTIME)),
+    ]
+
+
+def _cuda_codegen(cfg, debug: bool) -> list[tuple[str, object]]:
+    # numba-cuda (decorators.jit, compiler.compile_cuda): debug defaults to
+    # NUMBA_CUDA_DEBUGINFO and opt to NUMBA_OPT != 0, which NVVM gets as -opt=3 or -opt=0;
+    # kernelrt's debug mode passes both. The CUDA target never checks bounds.
+    return [
+        ("debug", debug),
+        ("debuginfo", True if debug else bool(cfg.CUDA_DEBUGINFO_DEFAULT)),
+        ("opt", False if debug else cfg.OPT != 0),
+        ("force_cc", cfg.FORCE_CUDA_CC),  # NUMBA_FORCE_CUDA_CC replaces the device's arch
+        ("nrt", bool(getattr(cfg, "CUDA_ENABLE_NRT", False))),  # set by numba.cuda's import
+    ]

@@ -11,6 +11,8 @@ own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) a
 ``KERNELRT_CACHE``         ``0`` disables the disk cache (memory cache only)
 ``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2)
 ``KERNELRT_DEBUG``         ``1`` logs cache and compile decisions at DEBUG level
+``KERNELRT_DEBUG_KERNELS`` ``1`` makes backends built without ``debug=`` compile
+                           debug kernels (CPU: bounds-checked; CUDA: ``debug=True``)
 ``KERNELRT_SIMULATOR_CC``  compute capability the CUDA simulator pretends to have,
                            e.g. ``9.0`` (Numba's simulator reports 5.2)
 ``KERNELRT_REPO``          the checkout whose ``bench/`` ``kernelrt bench`` runs
@@ -30,6 +32,7 @@ __all__ = [
     "disk_cache_enabled",
     "cache_size_limit_bytes",
     "debug_enabled",
+    "debug_kernels",
     "simulator_enabled",
     "simulator_cc",
     "bench_repo_override",
@@ -70,6 +73,25 @@ def cache_size_limit_bytes() -> int:
 
 def debug_enabled() -> bool:
     return _flag("KERNELRT_DEBUG", False)
+
+
+def debug_kernels(debug: bool | None = None) -> bool:
+    """A backend's debug mode: ``debug`` when given, else ``KERNELRT_DEBUG_KERNELS``.
+
+    Args:
+        debug: the backend's ``debug=`` argument: True, False or None.
+
+    Returns:
+        Whether the backend compiles debug (CPU: bounds-checked) kernels.
+
+    Raises:
+        TypeError: ``debug`` is not True, False or None.
+    """
+    if debug is None:
+        return _flag("KERNELRT_DEBUG_KERNELS", False)
+    if not isinstance(debug, bool):
+        raise TypeError(f"debug must be True, False or None (got {type(debug).__name__}: {debug!r})")
+    return debug
 
 
 def simulator_enabled() -> bool:
