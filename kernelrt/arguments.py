@@ -23,18 +23,37 @@ __all__ = [
 ]
 
 
+DLPACK_CUDA_DEVICES = (2, 13)  # DLPack's kDLCUDA and kDLCUDAManaged (3, kDLCUDAHost, is host memory)
+
+
 def is_device_array(a) -> bool:
-    """True for CUDA arrays: numba's (also the simulator's), CuPy's, any CUDA array interface."""
+    """True for CUDA arrays: numba's (also the simulator's), any CUDA array interface (CuPy,
+    PyTorch, JAX), and DLPack arrays on a CUDA device."""
     if isinstance(a, np.ndarray):
         return False
-    return getattr(a, "__cuda_ndarray__", False) is True or hasattr(a, "__cuda_array_interface__")
+    if getattr(a, "__cuda_ndarray__", False) is True or hasattr(a, "__cuda_array_interface__"):
+        return True
+    dlpack_device = getattr(a, "__dlpack_device__", None)
+    if dlpack_device is None or not hasattr(a, "__dlpack__"):
+        return False
+    try:
+        return dlpack_device()[0] in DLPACK_CUDA_DEVICES
+    except (BufferError, RuntimeError, TypeError, ValueError):  # cannot say where it lives: not one
+        return False
 
 
 def describe(a) -> str:
     """A short description of a value for error messages."""
     if isinstance(a, np.ndarray) or is_device_array(a):
         kind = "device array" if is_device_array(a) else "array"
-        return f"{kind} of {np.dtype(a.dtype).name} with shape {tuple(a.shape)}"
+        dtype, shape = getattr(a, "dtype", None), getattr(a, "shape", None)
+        if dtype is None or shape is None:  # a bare DLPack object
+            return f"{kind} ({type(a).__name__})"
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:  # PyTorch's dtypes are not numpy's
+            dtype = str(dtype)
+        return f"{kind} of {dtype} with shape {tuple(shape)}"
     return f"{type(a).__name__} {a!r}"[:80]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from numba.cuda.cudadrv import dummyarray
 
-from kernelrt.cuda_backend import _c_strides
+from kernelrt.device_arrays import c_strides as _c_strides
 
 
 def _numba_sees_contiguous(a: np.ndarray) -> bool:
