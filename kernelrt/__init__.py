@@ -38,8 +38,10 @@ _EXPORTS = {
     "DeviceLimits": "launch",
     "Availability": "discovery",
     "DeviceInfo": "discovery",
+    "VRAMInfo": "memory",
     "vram_status": "memory",
     "vram_guard": "memory",
+    "vram_monitor": "memory",
     "release_pool": "memory",
     "fit_batch": "memory",
     "host_memory_info": "discovery",
@@ -53,6 +55,7 @@ _EXPORTS = {
     "BackendMismatchError": "errors",
     "KernelArgumentError": "errors",
     "DeviceMemoryError": "errors",
+    "CpuTranslationError": "errors",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -8,24 +8,29 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .arguments import check_dtype, check_shape
-from .errors import BackendMismatchError, DeviceMismatchError
-from .kernel_def import Kernel
+from .errors import BackendMismatchError, DeviceMismatchError, LaunchConfigError
+from .kernel_def import Kernel, adopt
 
-__all__ = ["Backend", "CompiledKernel"]
+__all__ = ["Backend", "CompiledKernel", "BoundLaunch"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CompiledKernel:
     """A kernel prepared by one backend (``compile_kernel``'s result).
 
     ``status`` says where its code came from: ``"compiled"``, ``"disk"`` (the disk
     cache), ``"memory"`` (already in this process), ``"lazy"`` (no signature yet: it is
     compiled, through the cache, at the first launch) or ``"simulator"``.
+
+    It launches numba-style too: ``k[grid, block](*args)`` and
+    ``k[grid, block, stream, shared_mem](*args)`` are ``launch_kernel`` on the backend
+    that compiled it, with the same checks. (Compared and hashed by identity: backends
+    memoise launches per compiled kernel.)
     """
 
     kernel: Kernel
@@ -33,10 +38,48 @@ class CompiledKernel:
     device_id: int
     argtypes: tuple | None
     status: str
+    owner: "Backend | None" = field(default=None, repr=False)
+    _bound: dict = field(default_factory=dict, repr=False)  # launch configuration -> BoundLaunch
 
     @property
     def name(self) -> str:
         return self.kernel.name
+
+    def __getitem__(self, config) -> "BoundLaunch":
+        try:
+            return self._bound[config]
+        except (KeyError, TypeError):  # a new configuration, or an unhashable one (lists)
+            pass
+        if self.owner is None:
+            raise TypeError(f"kernel {self.name!r} has no backend to launch on; use backend.compile_kernel")
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise LaunchConfigError(
+                f"launch {self.name!r} as kernel[grid, block] or kernel[grid, block, stream, shared_mem] "
+                f"(got kernel[{config!r}])"
+            )
+        grid, block, stream, shared_mem = (*config, 0, 0)[:4]
+        bound = BoundLaunch(self, grid, block, stream or None, shared_mem)
+        with contextlib.suppress(TypeError):
+            if len(self._bound) < 256:  # a kernel launched over many sizes keeps the first few
+                self._bound[config] = bound
+        return bound
+
+
+class BoundLaunch:
+    """``compiled[grid, block, stream, shared_mem]``: call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "grid", "block", "stream", "shared_mem", "_launch")
+
+    def __init__(self, kernel: CompiledKernel, grid, block, stream=None, shared_mem=0):
+        self.kernel, self.grid, self.block = kernel, grid, block
+        self.stream, self.shared_mem = stream, shared_mem
+        self._launch = kernel.owner.launch_kernel
+
+    def __call__(self, *args) -> None:
+        self._launch(self.kernel, self.grid, self.block, *args, stream=self.stream, shared_mem=self.shared_mem)
+
+    def __repr__(self):
+        return f"<launch of {self.kernel.name!r} on grid {self.grid!r}, block {self.block!r}>"
 
 
 class Backend(abc.ABC):
@@ -117,13 +160,36 @@ class Backend(abc.ABC):
 
         With a ``signature`` (or one the kernel declares) the code is compiled or loaded
         now; without one, at the first launch, for the argument types it gets.
+
+        Args:
+            func: a ``@kernelrt.kernel`` or ``@kernelrt.cuda_kernel``, a ``numba.cuda.jit``
+                function, or a plain numba.cuda-style Python function.
+            signature: the argument types, in one of these forms:
+
+                * a string: ``"float32[::1], float32[::1], int64"`` or
+                  ``"void(float32[::1], float32[::1], int64)"``;
+                * a tuple or list with one entry per argument, each a numba type
+                  (``numba.float32[::1]``), a NumPy scalar type (``np.float32``) or dtype
+                  (``np.dtype("float32")``), a Python ``int``, ``float``, ``complex`` or
+                  ``bool``, or a type string (``"float32[::1]"``).
+
+                NumPy scalar types and dtypes denote scalars: an array argument needs a
+                numba array type or a string. None: compile at the first launch.
+
+        Returns:
+            A ``CompiledKernel`` for ``launch_kernel``; its ``status`` says where the code
+            came from (compiled, the disk cache, memory, or "lazy": at the first launch).
+
+        Raises:
+            TypeError: the signature cannot be parsed, or its length differs from the
+                kernel's parameters.
         """
         kernel = self._kernel_of(func)
         self._prepare(kernel)
         argtypes = kernel.parse_signature(signature) if signature is not None else kernel.signature
         if argtypes is None:
-            return CompiledKernel(kernel, self.name, self.device_id, None, "lazy")
-        return CompiledKernel(kernel, self.name, self.device_id, argtypes, self._ensure(kernel, argtypes))
+            return CompiledKernel(kernel, self.name, self.device_id, None, "lazy", self)
+        return CompiledKernel(kernel, self.name, self.device_id, argtypes, self._ensure(kernel, argtypes), self)
 
     @abc.abstractmethod
     def _prepare(self, kernel: Kernel):
@@ -163,13 +229,14 @@ class Backend(abc.ABC):
                     f"backend's device {self.device_id}; compile it with this backend"
                 )
             return kernel.kernel
-        return self._adopt(kernel)
-
-    def _adopt(self, func) -> Kernel:
-        raise BackendMismatchError(
-            f"{self.name} backend launches kernelrt kernels (@kernelrt.kernel or "
-            f"@kernelrt.cuda_kernel) (got {type(func).__name__} {getattr(func, '__name__', '')!r})"
-        )
+        adopted = adopt(kernel)  # a plain numba.cuda-style function or cuda.jit dispatcher
+        if adopted is None:
+            raise BackendMismatchError(
+                f"{self.name} backend launches kernels: @kernelrt.kernel, @kernelrt.cuda_kernel, "
+                f"@numba.cuda.jit or plain Python functions "
+                f"(got {type(kernel).__name__} {getattr(kernel, '__name__', '')!r})"
+            )
+        return adopted
 
     def __repr__(self):
         return f"<{type(self).__name__} device {self.device_id}: {self.device_name}>"

@@ -27,7 +27,7 @@ from .discovery import cpu_name, host_memory_info, package_versions, probe
 
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
-SUITES = ("launch", "cache", "sfap", "laplacian")
+SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian")
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
     candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]

@@ -1,9 +1,9 @@
 """Numba compilation of kernelrt kernels for the CPU and CUDA targets, through the caches.
 
-One numba dispatcher exists per (kernel, target) per process; its overloads are the
-in-memory cache. A missing overload is looked up in the disk cache by a key built from
-the kernel's code and everything it reads (cache_key.py), the argument types, the
-options, the target and the toolchain versions; otherwise it is compiled once under a
+One numba dispatcher exists per (kernel, target, debug mode) per process; its overloads
+are the in-memory cache. A missing overload is looked up in the disk cache by a key built
+from the kernel's code and everything it reads (cache_key.py), the argument types, the
+options, the target, numba's code-generation settings and the toolchain versions; otherwise it is compiled once under a
 per-key lock (other processes wait, then load) and stored. The backends answer each
 dispatcher's type miss themselves (``numba_internals.on_missing_overload``: numba's C
 dispatcher calls it when no overload matches the arguments exactly), so numba never compiles behind the
@@ -30,11 +30,18 @@ import threading
 import time
 import weakref
 
-from . import codegen, config
-from .cache_key import KeyBuilder, cpu_target, function_fingerprint, toolchain_versions
+from . import codegen, config, cuda_on_cpu
+from .cache_key import (
+    KeyBuilder,
+    codegen_settings,
+    cpu_target,
+    function_fingerprint,
+    toolchain_versions,
+)
 from .cpu_threads import prepare_threading_layer
-from .discovery import probe
+from .discovery import probe, toolchain_problem
 from .disk_cache import disk_cache_for
+from .errors import CudaUnavailableError
 from .kernel_def import Kernel
 from .numba_internals import (
     add_cpu_overload,
@@ -72,8 +79,8 @@ def _entry_functions(kernel: Kernel, target: str):
     if target == "cpu":
         import numba  # lazy: importing kernelrt loads no numba
 
-        if kernel.kind == "cuda":
-            return kernel.cpu_twin
+        if kernel.kind == "cuda":  # its registered twin, else its own source translated
+            return kernel.cpu_twin or cuda_on_cpu.cpu_twin(kernel)
         # inline="always" inlines at numba-IR level; an LLVM call per element costs ~5x.
         body = numba.njit(inline="always", fastmath=kernel.options["fastmath"])(kernel.py_func)
         src = codegen.cpu_entry_source(kernel.name, kernel.ndim, kernel.params)
@@ -97,18 +104,24 @@ def _dispatcher(kernel: Kernel, target_label: str, make):
         return per_kernel[target_label]
 
 
-def cpu_dispatcher(kernel: Kernel):
-    """The process's ``njit(parallel=True)`` dispatcher of ``kernel``'s CPU entry."""
+def cpu_dispatcher(kernel: Kernel, debug: bool = False):
+    """The process's ``njit(parallel=True)`` dispatcher of ``kernel``'s CPU entry.
+
+    With ``debug``, a separate dispatcher whose code checks every array index (IndexError)
+    and runs serially: numba drops exceptions raised inside a prange loop (numba/numba#9380).
+    """
     def make():
         import numba  # lazy: importing kernelrt loads no numba
 
         prepare_threading_layer()
         entry = _entry_functions(kernel, "cpu")
         # A twin is parallel only if it asks for it (prange); generated loops always do.
-        parallel = kernel.kind == "thread" or "prange" in entry.__code__.co_names
-        return numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"])(entry)
+        # Debug code runs serially: numba drops an IndexError raised inside a prange loop.
+        parallel = (kernel.kind == "thread" or "prange" in entry.__code__.co_names) and not debug
+        checks = {"boundscheck": True} if debug else {}  # unset otherwise: NUMBA_DEBUGINFO may set it
+        return numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"], **checks)(entry)
 
-    return _dispatcher(kernel, "cpu", make)
+    return _dispatcher(kernel, "cpu:debug" if debug else "cpu", make)
 
 
 # numba-cuda turns link-time optimisation on wherever nvJitLink is installed. An LTO
@@ -121,22 +134,30 @@ def cpu_dispatcher(kernel: Kernel):
 CUDA_JIT_OPTIONS = {"lto": False}
 
 
-def cuda_dispatcher(kernel: Kernel, cc):
-    """The process's ``cuda.jit`` dispatcher of ``kernel`` for compute capability ``cc``."""
+def cuda_dispatcher(kernel: Kernel, cc, debug: bool = False):
+    """The process's ``cuda.jit`` dispatcher of ``kernel`` for compute capability ``cc``.
+
+    With ``debug``, a separate dispatcher compiled ``debug=True, opt=False``: exceptions
+    raised in the kernel reach the host, with debug info. numba-cuda cannot check array
+    bounds on the device (``boundscheck=True`` raises NotImplementedError).
+    """
 
     def make():
         from numba import cuda  # lazy: importing kernelrt loads no numba
 
-        options = {} if config.simulator_enabled() else CUDA_JIT_OPTIONS  # the simulator takes no lto
+        options = {} if config.simulator_enabled() else dict(CUDA_JIT_OPTIONS)  # the simulator takes no lto
+        if debug:
+            options.update(debug=True, opt=False)  # numba-cuda warns that debug with opt may crash
         return cuda.jit(_entry_functions(kernel, "cuda"), fastmath=kernel.options["fastmath"], **options)
 
-    return _dispatcher(kernel, f"cuda:{cc[0]}.{cc[1]}", make)
+    return _dispatcher(kernel, f"cuda:{cc[0]}.{cc[1]}" + (":debug" if debug else ""), make)
 
 
 # -- keys ---------------------------------------------------------------------------
 
 
-def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> str:
+def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str, debug: bool = False) -> str:
+    """The disk-cache key; ``target_label`` starts with ``cpu:`` or ``cuda:``."""
     kb = KeyBuilder()
     kb.add("kernel", kernel.qualname).add("kind", kernel.kind).add("ndim", str(kernel.ndim))
     kb.add("code", function_fingerprint(entry))
@@ -145,6 +166,7 @@ def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str) -> s
     kb.add("signature", ", ".join(str(t) for t in argtypes))
     kb.add("options", repr(sorted(kernel.options.items())))
     kb.add("target", target_label)
+    kb.add("codegen", codegen_settings(target_label.split(":")[0], debug))  # NUMBA_OPT, debug mode...
     kb.add("versions", versions)
     return kb.digest()
 
@@ -221,15 +243,15 @@ def _try_load(disk, key: str, load) -> bool:
 # -- CPU ------------------------------------------------------------------------------------
 
 
-def ensure_cpu(kernel: Kernel, argtypes: tuple, disk) -> str:
-    """Make sure the CPU dispatcher has an overload for ``argtypes`` (user arguments)."""
-    disp = cpu_dispatcher(kernel)
+def ensure_cpu(kernel: Kernel, argtypes: tuple, disk, debug: bool = False) -> str:
+    """Make sure the CPU dispatcher (``debug``: the bounds-checked one) has an overload for ``argtypes``."""
+    disp = cpu_dispatcher(kernel, debug)
     full = cpu_entry_types(kernel, argtypes)
     if full in disp.overloads:
         disk.record(memory_hits=1)
         return "memory"
     target = f"cpu:{cpu_target()}"
-    key = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"))
+    key = _key(kernel, disp.py_func, full, target, toolchain_versions("cpu"), debug)
 
     def compile_fn():
         disp.compile(full)
@@ -255,9 +277,9 @@ def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
 # -- CUDA -----------------------------------------------------------------------------------
 
 
-def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
-    """Make sure the dispatcher for ``cc`` has an overload; call inside the device's context."""
-    disp = cuda_dispatcher(kernel, cc)
+def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk, debug: bool = False) -> str:
+    """Make sure the dispatcher for ``cc`` (and ``debug``) has an overload; call inside the device's context."""
+    disp = cuda_dispatcher(kernel, cc, debug)
     if config.simulator_enabled():
         return "simulator"
     argtypes = tuple(argtypes)
@@ -271,14 +293,14 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk) -> str:
         link_cubin(kern)  # link now, so the entry carries the cubin too
         return kern
 
-    return _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn)
+    return _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn, debug)
 
 
-def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn) -> str:
+def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn, debug: bool = False) -> str:
     """``_through_cache`` for a CUDA overload of ``disp`` for compute capability ``cc``."""
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
-    key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}")
+    key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}", debug)
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
             "driver": _driver_version()}  # the driver that linked the cubin, if any
     return _through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes),
@@ -303,6 +325,9 @@ def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str
     """Compile for compute capability ``cc`` with no GPU; returns (status, PTX)."""
     if config.simulator_enabled():
         raise RuntimeError("offline CUDA compilation is not available under the CUDA simulator")
+    missing = toolchain_problem(probe())
+    if missing is not None:  # say what to install, before numba fails deep in a compile
+        raise CudaUnavailableError(f"compiling PTX needs NVVM and NVRTC: {missing.reason}", missing.code)
     disp = cuda_dispatcher(kernel, cc)
     argtypes = tuple(argtypes)
     if argtypes in disp.overloads:

@@ -18,14 +18,19 @@ import numpy as np
 from .arguments import check_kernel_arguments, is_device_array
 from .backend import Backend
 from .compiler import cpu_dispatcher, cpu_entry_types, ensure_cpu
+from .config import debug_kernels
 from .discovery import Availability, CudaFacts, cpu_name, host_memory_info
 from .disk_cache import disk_cache_for
 from .errors import BackendMismatchError
 from .kernel_def import Kernel
-from .launch import LaunchConfig
+from .launch import DeviceLimits, LaunchConfig, check_limits
 from .numba_internals import on_missing_overload
 
-__all__ = ["CPUBackend", "CPUStream", "CPUEvent"]
+__all__ = ["CPUBackend", "CPUStream", "CPUEvent", "EVERY_GPU"]
+
+# What every CUDA GPU kernelrt supports allows (DeviceLimits' defaults): CPU launches are
+# checked against it so that a launch a GPU would refuse is refused on a laptop too.
+EVERY_GPU = DeviceLimits(device="every supported CUDA GPU (checked by the CPU backend)")
 
 
 class CPUStream:
@@ -54,13 +59,39 @@ class CPUEvent:
 
 
 class CPUBackend(Backend):
-    """The contract on the CPU; see the module docstring."""
+    """The Backend contract on the host's cores, with numpy arrays; always available.
+
+    Kernels run as parallel loops over the index space a CUDA launch would cover, checked
+    against the limits every supported GPU has. ``compile_kernel`` takes the signatures
+    ``CUDABackend`` does (see ``Backend.compile_kernel``).
+
+    Args:
+        device_id: must be 0, the one CPU "device".
+        enable_caching: keep compiled kernels in the disk cache (False: in memory only).
+        cache_dir: the cache directory; None: ``KERNELRT_CACHE_DIR``, else the user cache.
+        gpu_limits: check launches against the limits every supported CUDA GPU has (1024
+            threads per block, block dims 1024/1024/64, grid y and z 65,535, 48 KiB of
+            shared memory), with CUDA's error text, so code written here fails here as it
+            would on a GPU; False turns the check off.
+        debug: compile kernels that check every array index and raise IndexError, running
+            serially (numba cannot raise from a parallel loop); kept apart from the fast
+            kernels in memory and on disk. None: ``KERNELRT_DEBUG_KERNELS``.
+
+    Raises:
+        ValueError: ``device_id`` is not 0.
+        TypeError: ``debug`` is not True, False or None, or ``gpu_limits`` not a bool.
+    """
 
     name = "cpu"
 
-    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None):
+    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None, debug: bool | None = None,
+                 gpu_limits: bool = True):
+        if not isinstance(gpu_limits, bool):
+            raise TypeError(f"gpu_limits must be True or False (got {gpu_limits!r})")
+        self.gpu_limits = gpu_limits
         if device_id != 0:
             raise ValueError(f"CPUBackend has one device, 0 (got device_id={device_id!r})")
+        self.debug = debug_kernels(debug)
         self.device_id = 0
         self.device_name = cpu_name()
         self.compute_capability = None
@@ -116,12 +147,7 @@ class CPUBackend(Backend):
     # -- kernels -------------------------------------------------------------------------------
 
     def _prepare(self, kernel: Kernel):
-        if not kernel.runs_on_cpu:
-            raise BackendMismatchError(
-                f"kernel {kernel.name!r} is a CUDA-only kernel (@cuda_kernel) with no CPU twin; "
-                f"register one with @{kernel.name}.cpu or launch it on a CUDABackend"
-            )
-        disp = cpu_dispatcher(kernel)
+        disp = cpu_dispatcher(kernel, self.debug)  # a CUDA kernel without a twin is translated (or refused) here
         # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
         # answer with a checked load-or-compile through the cache. (The dispatcher is per
         # process; the backend prepared last provides the cache.)
@@ -137,12 +163,12 @@ class CPUBackend(Backend):
         return cpu_entry_types(kernel, argtypes)
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
-        return ensure_cpu(kernel, argtypes, self.cache)
+        return ensure_cpu(kernel, argtypes, self.cache, self.debug)
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)
             launch, k = self._launchers[kernel, grid, block, shared_mem]
-        except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
+        except (KeyError, TypeError):  # new configuration, unhashable input, or a signature to check
             launch, k = self._launcher(kernel, grid, block, shared_mem, args)
         try:
             launch(*args)
@@ -156,6 +182,8 @@ class CPUBackend(Backend):
         """Validate a launch configuration; memoise the dispatcher with its leading arguments."""
         k = self._kernel_of(kernel)
         config = LaunchConfig.of(grid, block, shared_mem)
+        if self.gpu_limits:
+            check_limits(config, EVERY_GPU)
         disp = self._dispatchers.get(k) or self._prepare(k)
         if k.kind == "cuda":
             launch = functools.partial(disp, config.grid, config.block)
@@ -166,7 +194,7 @@ class CPUBackend(Backend):
         declared = getattr(kernel, "argtypes", None)
         if declared is not None:  # a CompiledKernel with a signature takes only those types
             check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=declared)
-        elif type(kernel) is Kernel:
+        else:  # a Kernel, or a CompiledKernel without a signature
             with contextlib.suppress(TypeError):
                 self._launchers[kernel, grid, block, shared_mem] = (launch, k)
         return launch, k

@@ -19,14 +19,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-import weakref
 
 import numpy as np
 
+from . import device_arrays
 from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
 from .backend import Backend
 from .compiler import cuda_dispatcher, ensure_cuda
+from .config import debug_kernels
 from .current_device import CurrentDevice
+from .device_arrays import FOREIGN, HOST, NUMBA, argument_kind, device_of
 from .discovery import classify, host_memory_info, probe
 from .disk_cache import disk_cache_for
 from .errors import (
@@ -44,15 +46,13 @@ from .numba_internals import (
     memset_zero,
     on_missing_overload,
 )
+from .stream_order import as_numba_stream, plan_launch, wait_for
 
 __all__ = ["CUDABackend"]
 
 
 PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer
 _DEFAULT_SMEM = 48 * 1024  # dynamic shared memory above this needs a per-kernel opt-in
-
-_adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
 
 def _cuda():
     """``numba.cuda``, imported at first use: importing kernelrt loads no numba."""
@@ -61,32 +61,44 @@ def _cuda():
     return cuda
 
 
-def _wait_for(d) -> None:
-    """Wait for the stream a numba device array is bound to (0: the copy was synchronous)."""
-    stream = getattr(d, "stream", 0)
-    if stream:
-        stream.synchronize()
-
-
-def _device_of(a) -> int | None:
-    """The device ordinal an array lives on (numba or CuPy arrays), if it can tell."""
-    gpu_data = getattr(a, "gpu_data", None)
-    context = getattr(gpu_data, "context", None)
-    if context is not None:
-        return context.device.id
-    device = getattr(a, "device", None)
-    dev_id = getattr(device, "id", None)
-    return dev_id if isinstance(dev_id, int) else None
-
-
 class CUDABackend(Backend):
-    """The contract on one CUDA device; see the module docstring."""
+    """The Backend contract on one CUDA device: memory, streams, compiled kernels, launches.
+
+    One backend per device (and thread); ``get_backend("auto")`` falls back to a
+    ``CPUBackend`` when CUDA is unavailable, and ``availability()`` says why without raising.
+    ``compile_kernel`` takes a signature string (``"float32[::1], int64"`` or
+    ``"void(float32[::1], int64)"``) or a tuple/list of numba types (``numba.float32[::1]``),
+    NumPy scalar types or dtypes (``np.float32``: scalars only), Python int/float/complex/
+    bool, or type strings (``"float32[::1]"``); see ``Backend.compile_kernel``.
+
+    Args:
+        device_id: the device ordinal, 0 to the number of devices visible minus one.
+        enable_caching: keep compiled kernels in the disk cache (False: in memory only).
+        cache_dir: the cache directory; None: ``KERNELRT_CACHE_DIR``, else the user cache.
+        debug: compile ``debug=True, opt=False`` (kernel exceptions reach the host), apart from the
+            fast kernels; numba-cuda has no GPU bounds checks. None: ``KERNELRT_DEBUG_KERNELS``.
+        arrays: what ``allocate``/``to_device`` return: ``"cupy"`` (``pip install
+            "kernelrt[cuda12]"`` or ``[cuda13]``), ``"numba"``, or ``"auto"`` (CuPy if installed).
+
+    Raises:
+        CudaUnavailableError: a ``RuntimeError`` (and ``ImportError``) when CUDA is
+            unavailable (no driver, no device, ``device_id`` out of range, NVVM/NVRTC
+            missing, ...); the message says why and how to fix it.
+        TypeError: ``device_id`` is not an int, or ``debug`` not True, False or None.
+        ValueError: ``arrays`` is not ``"auto"``, ``"cupy"`` or ``"numba"``, or is ``"cupy"``
+            under the CUDA simulator.
+        ImportError: ``arrays="cupy"`` and CuPy does not import.
+    """
 
     name = "cuda"
 
-    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None):
+    def __init__(self, device_id: int = 0, enable_caching: bool = True, cache_dir=None, debug: bool | None = None,
+                 arrays: str = "auto"):
+        """Claim device ``device_id``; the class docstring lists the arguments and errors."""
         if isinstance(device_id, bool) or not isinstance(device_id, int):
             raise TypeError(f"device_id must be an int (got {type(device_id).__name__}: {device_id!r})")
+        self.debug = debug_kernels(debug)
+        device_arrays.check_arrays(arrays)
         avail = self.availability(device_id)
         if not avail:
             raise CudaUnavailableError(avail.reason, avail.code)
@@ -96,6 +108,7 @@ class CUDABackend(Backend):
         self.compute_capability = tuple(info.compute_capability)
         self.cache = disk_cache_for(cache_dir, enable_caching)
         self._simulated = avail.code == "simulator"
+        self.arrays = device_arrays.resolve_arrays(arrays, self._simulated)  # "cupy" or "numba"
         self._dispatchers: dict[Kernel, object] = {}
         self._launchers: dict[tuple, tuple] = {}
         self._big_smem: set = set()  # kernels launched with > 48 KiB of dynamic shared memory
@@ -140,78 +153,74 @@ class CUDABackend(Backend):
         return is_device_array(a)
 
     def allocate(self, shape, dtype=np.float32):
-        cuda = _cuda()
-
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
-            return cuda.device_array(shape, dtype)
+            if self.arrays == "cupy":
+                return device_arrays.cupy_array("empty", shape, dtype, self.device_id)
+            return _cuda().device_array(shape, dtype)
 
     def zeros(self, shape, dtype=np.float32):
-        cuda = _cuda()
-
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
+            if self.arrays == "cupy":
+                return device_arrays.cupy_array("zeros", shape, dtype, self.device_id)
             if self._simulated:
-                return cuda.to_device(np.zeros(shape, dtype))
-            out = cuda.device_array(shape, dtype)
+                return _cuda().to_device(np.zeros(shape, dtype))
+            out = _cuda().device_array(shape, dtype)
             if out.size:
                 memset_zero(out)
             return out
 
     def to_device(self, a, stream=None):
         """Copy host array ``a`` to this device; arrays already here are returned as is."""
-        cuda = _cuda()
-
         if is_device_array(a):
             self._check_on_this_device(a, "a")
             return a
         host = np.asarray(a)
         check_dtype(host.dtype, "the array's dtype")
-        host = _c_strides(host)
+        host = device_arrays.c_strides(host)
         with self.activated():
+            stream = self._stream_arg(stream)
             if host.nbytes < PINNED_STAGING_BYTES:
-                return cuda.to_device(host, stream=stream or 0)
+                return device_arrays.upload(host, stream, self.arrays, self.device_id)[0]
             with self._staging_lock:
                 staged = self._stage(host.dtype, host.shape)
                 np.copyto(staged, host)
-                out = cuda.to_device(staged, stream=stream or 0)
-                self._after_staging(stream)
+                out, copied_on = device_arrays.upload(staged, stream, self.arrays, self.device_id)
+                self._after_staging(copied_on)
                 return out
 
     def to_host(self, a, stream=None):
         """Copy ``a`` to a new numpy array (with a stream: pinned, valid after sync)."""
-        cuda = _cuda()
-
         if isinstance(a, np.ndarray):
             return np.array(a, copy=True)
         if not is_device_array(a):
             raise TypeError(f"to_host takes a device array (got {describe(a)})")
         self._check_on_this_device(a, "a")
         with self.activated():
-            d = a if getattr(a, "__cuda_ndarray__", False) else cuda.as_cuda_array(a)
+            d, ordered_on = device_arrays.copy_view(a)  # a numba view, and the stream the array is ordered on
             if stream is not None and d.is_c_contiguous():
-                out = cuda.pinned_array(d.shape, d.dtype)
+                stream = self._stream_arg(stream)
+                if not self._simulated:
+                    wait_for(plan_launch(stream, [ordered_on])[1], stream)
+                out = _cuda().pinned_array(d.shape, d.dtype)
                 d.copy_to_host(out, stream=stream)
                 return out
             if d.nbytes < PINNED_STAGING_BYTES or not d.is_c_contiguous():
-                out = d.copy_to_host()
-                _wait_for(d)
-                return out
+                return device_arrays.finished(d.copy_to_host(stream=ordered_on), ordered_on)
             with self._staging_lock:
                 staged = self._stage(d.dtype, d.shape)
-                # An array made with a stream copies on that stream, asynchronously into
-                # pinned memory: wait before the host reads the buffer.
-                d.copy_to_host(staged)
-                _wait_for(d)
-                return staged.copy()
+                return device_arrays.finished(d.copy_to_host(staged, stream=ordered_on), ordered_on).copy()
+
+    def _stream_arg(self, stream):
+        """numba's stream for a ``stream=`` argument (CuPy and PyTorch streams too); 0 for None."""
+        return (stream or 0) if self._simulated else as_numba_stream(stream)
 
     def _stage(self, dtype, shape):
         """A view of the reusable pinned buffer (grown as needed) as an array of ``shape``.
 
         Waits first for the buffer's last asynchronous copy. Call with ``_staging_lock`` held.
         """
-        cuda = _cuda()
-
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
         if self._staging_event is not None:
@@ -219,16 +228,16 @@ class CUDABackend(Backend):
             self._staging_event = None
         if self._staging is None or self._staging.nbytes < nbytes:
             self._staging = None
-            self._staging = cuda.pinned_array(nbytes, np.uint8)
+            self._staging = _cuda().pinned_array(nbytes, np.uint8)
         return self._staging[:nbytes].view(dtype).reshape(shape)
 
     def _after_staging(self, stream) -> None:
-        if stream is not None:
+        if stream:  # the copy out of the buffer is asynchronous: the next _stage waits for it
             self._staging_event = self.event(timing=False)
             self._staging_event.record(stream)
 
     def _check_on_this_device(self, a, name: str) -> None:
-        dev = _device_of(a)
+        dev = device_of(a)
         if dev is not None and dev != self.device_id:
             raise DeviceMismatchError(
                 f"{name} lives on device {dev}, but this backend is device {self.device_id} "
@@ -275,15 +284,6 @@ class CUDABackend(Backend):
 
     # -- kernels ----------------------------------------------------------------------------
 
-    def _adopt(self, func) -> Kernel:
-        """Plain numba.cuda-style functions (or cuda.jit dispatchers) run as they are."""
-        py_func = getattr(func, "py_func", func)
-        if not callable(py_func) or not hasattr(py_func, "__code__"):
-            return super()._adopt(func)
-        if py_func not in _adopted:
-            _adopted[py_func] = Kernel(py_func, kind="cuda")
-        return _adopted[py_func]
-
     def _prepare(self, kernel: Kernel):
         need = kernel.min_cc
         if need is not None and self.compute_capability < need:
@@ -292,7 +292,7 @@ class CUDABackend(Backend):
                 f"(got {self.compute_capability[0]}.{self.compute_capability[1]} on device "
                 f"{self.device_id}: {self.device_name})"
             )
-        disp = cuda_dispatcher(kernel, self.compute_capability)
+        disp = cuda_dispatcher(kernel, self.compute_capability, self.debug)
         if not self._simulated:
             # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
             # answer with a checked load-or-compile through the cache, on this device.
@@ -308,7 +308,7 @@ class CUDABackend(Backend):
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
         with self.activated():
-            status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache)
+            status = ensure_cuda(kernel, argtypes, self.compute_capability, self.cache, self.debug)
             if kernel in self._big_smem:  # launched with > 48 KiB before: new overloads too
                 self._opt_in_shared_mem(self._dispatchers[kernel])
         return status
@@ -316,18 +316,28 @@ class CUDABackend(Backend):
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: checks of the configuration memoised per (kernel, grid, block, smem)
             k, disp, cfg, check_all = self._launchers[kernel, grid, block, shared_mem]
-        except (KeyError, TypeError):  # new configuration, unhashable input, or CompiledKernel
+        except (KeyError, TypeError):  # new configuration or unhashable input
             k, disp, cfg, check_all = self._launcher(kernel, grid, block, shared_mem)
-        if check_all:  # the simulator checks no types; a CompiledKernel takes only its own
-            check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof, declared=getattr(kernel, "argtypes", None))
-        for a in args:
-            if type(a) is np.ndarray:
-                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
-            elif is_device_array(a):
+        foreign = None  # the first CuPy / PyTorch / DLPack argument
+        for i, a in enumerate(args):
+            kind = argument_kind(a)  # memoised per type: numba arrays and scalars pay a dict lookup
+            if kind is NUMBA or kind is FOREIGN:
                 self._check_on_this_device(a, "an argument array")
+                if foreign is None and kind is FOREIGN:
+                    foreign = i
+            elif kind is HOST:
+                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
         with self.activated():
+            if foreign is None or self._simulated:
+                launch_stream = 0 if stream is None else self._stream_arg(stream)
+            else:  # numba syncs or exports foreign arrays per launch (device_arrays): views, ordered on the device
+                args, producers = device_arrays.launch_views(k, args, foreign)
+                launch_stream, waits = plan_launch(None if stream is None else self._stream_arg(stream), producers)
+                wait_for(waits, launch_stream)
+            if check_all:  # the simulator checks no types; a CompiledKernel takes only its own
+                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof, declared=getattr(kernel, "argtypes", None))
             try:
-                disp[cfg.grid, cfg.block, stream or 0, cfg.shared_mem](*args)
+                disp[cfg.grid, cfg.block, launch_stream, cfg.shared_mem](*args)
             except TypeError:
                 # numba refused the call (e.g. the argument count): name the argument, or re-raise
                 check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)
@@ -344,9 +354,8 @@ class CUDABackend(Backend):
             with self.activated():
                 self._opt_in_shared_mem(disp)
         entry = (k, disp, cfg, self._simulated or getattr(kernel, "argtypes", None) is not None)
-        if type(kernel) is Kernel:
-            with contextlib.suppress(TypeError):
-                self._launchers[kernel, grid, block, shared_mem] = entry
+        with contextlib.suppress(TypeError):  # a Kernel, CompiledKernel or numba.cuda function
+            self._launchers[kernel, grid, block, shared_mem] = entry
         return entry
 
     def _kernel_limits(self, disp) -> dict:
@@ -372,14 +381,3 @@ class CUDABackend(Backend):
             allow_dynamic_shared_mem(kern, self.limits.max_shared_mem_per_block_optin - static, self.device_id)
             self._opted_in.add(id(kern))
 
-
-def _c_strides(host: np.ndarray) -> np.ndarray:
-    """``host`` C-contiguous with the strides numba expects of a contiguous array.
-
-    NumPy gives an axis of length 1 any stride (``v[None]`` has stride 0 there) and still
-    calls the array contiguous; numba's device array does not, and copies it to the device
-    by walking its extents in Python, one element at a time: 1.1 s for a (1, 163842, 3)
-    array on an H100, against 1 ms for the same bytes with standard strides.
-    """
-    host = np.ascontiguousarray(host)
-    return host.reshape(-1).reshape(host.shape) if host.ndim > 1 else host

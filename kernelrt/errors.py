@@ -18,6 +18,7 @@ __all__ = [
     "BackendMismatchError",
     "KernelArgumentError",
     "DeviceMemoryError",
+    "CpuTranslationError",
 ]
 
 
@@ -28,10 +29,13 @@ class KernelrtError(Exception):
         return (type(self), self.args)
 
 
-class CudaUnavailableError(KernelrtError, ImportError):
+class CudaUnavailableError(KernelrtError, RuntimeError, ImportError):
     """CUDA cannot be used here: the one error ``get_backend("auto")`` falls back on.
 
-    ``reason`` is the machine-readable code of ``kernelrt.Availability``.
+    A ``RuntimeError``, as the documented ``CUDABackend`` contract says ("Raises:
+    RuntimeError: If CUDA is not available"), and an ``ImportError`` like numba-cuda's
+    ``CudaSupportError``, so either kind of guard catches it. ``reason`` is the
+    machine-readable code of ``kernelrt.Availability``.
     """
 
     def __init__(self, message: str, reason: str = "unknown"):
@@ -56,6 +60,11 @@ class DeviceMismatchError(KernelrtError, ValueError):
 
 class BackendMismatchError(KernelrtError, TypeError):
     """A kernel or array made for one backend was given to another."""
+
+
+class CpuTranslationError(BackendMismatchError):
+    """A CUDA kernel uses something the CPU backend cannot run (shared memory, barriers,
+    warp intrinsics...) and has no CPU twin; raised before anything compiles."""
 
 
 class KernelArgumentError(KernelrtError, TypeError):

@@ -7,10 +7,12 @@ Two kinds:
   kernelrt generates the ``numba.cuda`` kernel and a parallel CPU loop over the same
   index space (codegen.py), so both backends give the same result. Guard the index
   yourself, as in CUDA: the index space is grid * block per axis.
-* ``@cuda_kernel``: a plain ``numba.cuda`` kernel (shared memory, syncthreads, warp
-  intrinsics). It runs on CUDA only, unless you register an explicit CPU twin with
-  ``@k.cpu``: a function ``twin(grid, block, *args)`` (grid and block are 3-tuples)
-  that kernelrt compiles with ``njit(parallel=True)``.
+* ``@cuda_kernel``: a plain ``numba.cuda`` kernel (``@cuda.jit`` functions and plain
+  functions are adopted as one, ``adopt``). On the CPU it runs through an explicit twin
+  registered with ``@k.cpu`` (a function ``twin(grid, block, *args)``, grid and block
+  3-tuples, compiled with ``njit(parallel=True)``), or else through the translation of
+  its own source (cuda_on_cpu.py), which refuses shared memory, barriers and warp
+  intrinsics by name.
 
 A kernel may declare ``min_cc`` (fp64 atomics need (6, 0)); launching on an older
 device raises ComputeCapabilityError naming both. ``signature`` (the user arguments
@@ -21,12 +23,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import weakref
 
 from .errors import BackendMismatchError
 
-__all__ = ["Kernel", "kernel", "cuda_kernel", "device"]
+__all__ = ["Kernel", "kernel", "cuda_kernel", "device", "adopt"]
 
 _OPTIONS = ("fastmath",)
+_PYTHON_SCALARS = {int: "int64", float: "float64", complex: "complex128", bool: "boolean"}
+_SIGNATURE_FORMS = (
+    "a signature is a string such as 'float32[::1], int64' (or 'void(float32[::1], int64)'), or a "
+    "tuple whose entries are numba types (numba.float32[::1]), numpy scalar types or dtypes "
+    "(np.float32, np.dtype('f4'): scalars), int/float/complex/bool, or strings ('float32[::1]')"
+)
 
 
 class Kernel:
@@ -79,15 +88,27 @@ class Kernel:
         return self.parse_signature(self.raw_signature)
 
     def parse_signature(self, raw) -> tuple:
-        """Numba types of the user arguments from ``"float64[::1], int64"``-style text."""
+        """Numba types of the user arguments, from any of the accepted signature forms.
+
+        ``raw`` is a string (``"float64[::1], int64"`` or ``"void(float64[::1], int64)"``),
+        a numba signature, or a tuple/list whose entries are numba types
+        (``numba.float32[::1]``), numpy scalar types or dtypes (``np.float32``,
+        ``np.dtype("f4")``: scalars), Python ``int``/``float``/``complex``/``bool`` or
+        strings naming one type (``"float32[::1]"``).
+        """
         from numba.core import sigutils  # lazy: importing kernelrt loads no numba
 
-        if isinstance(raw, str) and "(" not in raw:
-            raw = f"void({raw})"
-        try:
-            args, _ = sigutils.normalize_signature(raw)
-        except Exception as e:
-            raise TypeError(f"kernel {self.name!r}: cannot parse signature {raw!r}: {e}") from None
+        if isinstance(raw, (tuple, list)):
+            args = tuple(self._entry_type(entry, i) for i, entry in enumerate(raw))
+        else:
+            if isinstance(raw, str) and "(" not in raw:
+                raw = f"void({raw})"
+            try:
+                args, _ = sigutils.normalize_signature(raw)
+            except Exception as e:
+                raise TypeError(
+                    f"kernel {self.name!r}: cannot parse signature {raw!r}: {e}; {_SIGNATURE_FORMS}"
+                ) from None
         if len(args) != len(self.params):
             raise TypeError(
                 f"kernel {self.name!r}: signature has {len(args)} argument types but the "
@@ -95,9 +116,30 @@ class Kernel:
             )
         return tuple(args)
 
-    @property
-    def runs_on_cpu(self) -> bool:
-        return self.kind == "thread" or self.cpu_twin is not None
+    def _entry_type(self, entry, i: int):
+        """The numba type of one entry of a tuple signature."""
+        import numba  # lazy: importing kernelrt loads no numba
+        import numpy as np
+        from numba.core import sigutils  # lazy: importing kernelrt loads no numba
+
+        if isinstance(entry, numba.types.Type):
+            return entry
+        if entry in _PYTHON_SCALARS:
+            return getattr(numba.types, _PYTHON_SCALARS[entry])
+        if isinstance(entry, np.dtype) or (isinstance(entry, type) and issubclass(entry, np.generic)):
+            dtype = np.dtype(entry)
+            if dtype.kind in "biufc":
+                return numba.from_dtype(dtype)
+        elif isinstance(entry, str):
+            try:
+                (parsed,), _ = sigutils.normalize_signature(f"void({entry})")
+                return parsed
+            except Exception:
+                pass
+        raise TypeError(
+            f"kernel {self.name!r}: signature entry {i} ({self.params[i] if i < len(self.params) else '?'}) "
+            f"is not a type (got {type(entry).__name__}: {entry!r}); {_SIGNATURE_FORMS}"
+        )
 
     def copy(self) -> "Kernel":
         """A new definition with the same source and options but no compiled code yet.
@@ -127,7 +169,8 @@ class Kernel:
     def __call__(self, *args, **kwargs):
         raise BackendMismatchError(
             f"kernel {self.name!r} is not called directly; launch it with "
-            f"backend.launch_kernel({self.name}, grid, block, *args)"
+            f"backend.launch_kernel({self.name}, grid, block, *args) or "
+            f"backend.compile_kernel({self.name})[grid, block](*args)"
         )
 
     def __repr__(self):
@@ -144,6 +187,25 @@ def _normalize_cc(cc):
     if isinstance(cc, tuple) and len(cc) == 2 and all(isinstance(x, int) for x in cc):
         return cc
     raise ValueError(f"min_cc must be a (major, minor) tuple such as (6, 0) (got {cc!r})")
+
+
+_adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def adopt(func) -> Kernel | None:
+    """The ``@cuda_kernel`` behind a plain numba.cuda-style function or ``cuda.jit`` dispatcher.
+
+    The same Kernel each time for the same Python function (so its compiled code is
+    reused); the dispatcher's ``fastmath`` carries over. None if ``func`` is neither.
+    """
+    py_func = getattr(func, "py_func", None) or getattr(func, "fn", None) or func  # fn: the CUDA simulator's
+    if not callable(py_func) or not hasattr(py_func, "__code__"):
+        return None
+    found = _adopted.get(py_func)
+    if found is None:
+        options = getattr(func, "targetoptions", None) or {}
+        found = _adopted[py_func] = Kernel(py_func, kind="cuda", fastmath=bool(options.get("fastmath", False)))
+    return found
 
 
 def kernel(func=None, *, ndim=1, min_cc=None, signature=None, fastmath=False):

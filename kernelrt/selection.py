@@ -36,8 +36,8 @@ def get_backend(kind: str | Backend | None = "auto", device_id: int = 0, **optio
         kind: ``"auto"``, ``"cuda"``, ``"cpu"``, ``None`` (same as ``"auto"``), or a
             Backend, which is returned as is.
         device_id: the CUDA device for ``"cuda"`` and ``"auto"``.
-        **options: constructor options (``enable_caching``, ``cache_dir``); with any, a new
-            backend is made instead of the memoised default.
+        **options: constructor options (``enable_caching``, ``cache_dir``, ``debug``); with
+            any, a new backend is made instead of the memoised default.
 
     Returns:
         A CUDABackend or a CPUBackend.
@@ -60,14 +60,23 @@ def get_backend(kind: str | Backend | None = "auto", device_id: int = 0, **optio
         raise ValueError(f"backend must be 'auto', 'cuda' or 'cpu', a kernelrt backend, or None (got {kind!r})")
     if options:
         return _make(kind, device_id, options)
-    # Keyed by the cache directory too: a test or a script that points KERNELRT_CACHE_DIR
-    # elsewhere gets a backend that compiles into the new directory.
-    key = (kind, device_id, resolve_cache_dir(), config.disk_cache_enabled())
+    # Keyed by the cache directory and debug mode too: a test or a script that points
+    # KERNELRT_CACHE_DIR elsewhere, or sets KERNELRT_DEBUG_KERNELS, gets a backend that does so.
+    key = (kind, device_id, resolve_cache_dir(), config.disk_cache_enabled(), config.debug_kernels())
     with _lock:
         backend = _defaults.get(key)
         if backend is None:
             backend = _defaults[key] = _make(kind, device_id, {})
         return backend
+
+
+# Options of one backend only: "auto" passes each backend the ones it takes, so
+# get_backend("auto", arrays="numba") or gpu_limits=False works whichever it picks.
+_CUDA_ONLY, _CPU_ONLY = {"arrays"}, {"gpu_limits"}
+
+
+def _without(options: dict, names: set) -> dict:
+    return {k: v for k, v in options.items() if k not in names}
 
 
 def _make(kind: str, device_id: int, options: dict) -> Backend:
@@ -76,11 +85,11 @@ def _make(kind: str, device_id: int, options: dict) -> Backend:
     if kind == "cuda":
         return CUDABackend(device_id=device_id, **options)
     try:
-        return CUDABackend(device_id=device_id, **options)
+        return CUDABackend(device_id=device_id, **_without(options, _CPU_ONLY))
     except CudaUnavailableError as e:
         with _log_lock:
             first = str(e) not in _logged_reasons
             _logged_reasons.add(str(e))
         if first:
             config.logger.warning("kernelrt: using the CPU backend: %s", e)
-        return CPUBackend(**options)
+        return CPUBackend(**_without(options, _CUDA_ONLY))

@@ -61,3 +61,11 @@ def test_library_functions_take_every_form(cache_dir):
     with pytest.raises(ValueError, match="backend must be"):
         lap.cotan_laplacian(V, F, "gpu")
     assert selection.KINDS == ("auto", "cuda", "cpu")
+
+
+def test_auto_passes_each_backend_only_its_own_options(cache_dir):
+    # No GPU here: "auto" falls back to the CPU, which takes gpu_limits but not arrays=.
+    backend = kernelrt.get_backend("auto", arrays="numba", gpu_limits=False)
+    assert backend.name == "cpu" and backend.gpu_limits is False
+    with pytest.raises(TypeError, match="arrays"):
+        kernelrt.get_backend("cpu", arrays="numba")  # asked for the CPU by name: a CUDA option is an error

@@ -1,0 +1,4 @@
+from kernelrt import CUDABackend
+
+if CUDABackend.check_available():
+    backend = CUDABackend()
