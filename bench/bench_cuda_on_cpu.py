@@ -12,6 +12,8 @@ Three cases, each a ``numba.cuda`` kernel launched with ``CPUBackend.launch_kern
   other way to run a ``cuda.jit`` kernel without a GPU), at 4096 elements: the simulator
   runs in a worker process (it must be switched on before numba.cuda is imported), and
   each of its timed calls includes a pipe round trip of well under a millisecond;
+* ``cuda-on-cpu-atomic-histogram``: a grid-stride histogram through ``cuda.atomic.add``
+  (256 bins, 2^24 values) against ``numpy.bincount``;
 * ``launch-cpu-numba-style``: the launch overhead of ``compiled[grid, block](...)`` against
   a direct call of the hand-written ``njit`` function, 1024 elements (GPU: bench_launch.py).
 """
@@ -152,6 +154,33 @@ def test_stencil_hand_written(benchmark):
     laplace_2d_loop(out, u)
     tag(benchmark, "cuda-on-cpu-stencil-2d", "peer", peer="hand-written njit(parallel=True)", elements=SIDE * SIDE)
     benchmark(laplace_2d_loop, out, u)
+
+
+# -- atomics ---------------------------------------------------------------------------------------
+
+
+@cuda.jit
+def histogram(values, hist):
+    start, stride = cuda.grid(1), cuda.gridsize(1)
+    for i in range(start, values.shape[0], stride):
+        cuda.atomic.add(hist, values[i], 1)
+
+
+def _values():
+    return np.random.default_rng(0).integers(0, 256, N).astype(np.int64), np.zeros(256, np.int64)
+
+
+def test_histogram_kernelrt(benchmark, cpu):
+    values, hist = _values()
+    cpu.launch_kernel(histogram, 64, 256, values, hist)
+    tag(benchmark, "cuda-on-cpu-atomic-histogram", "kernelrt", elements=N)
+    benchmark(cpu.launch_kernel, histogram, 64, 256, values, hist)
+
+
+def test_histogram_numpy(benchmark):
+    values, _ = _values()
+    tag(benchmark, "cuda-on-cpu-atomic-histogram", "peer", peer="numpy.bincount", elements=N)
+    benchmark(np.bincount, values, minlength=256)
 
 
 # -- against the CUDA simulator ------------------------------------------------------------------

@@ -74,13 +74,13 @@ _key_locks: dict[str, threading.Lock] = {}
 # -- dispatchers ------------------------------------------------------------------
 
 
-def _entry_functions(kernel: Kernel, target: str):
-    """The Python function numba compiles for ``target`` and its namespace."""
+def _entry_functions(kernel: Kernel, target: str, debug: bool = False):
+    """The Python function numba compiles for ``target`` (``debug``: for the debug mode)."""
     if target == "cpu":
         import numba  # lazy: importing kernelrt loads no numba
 
         if kernel.kind == "cuda":  # its registered twin, else its own source translated
-            return kernel.cpu_twin or cuda_on_cpu.cpu_twin(kernel)
+            return kernel.cpu_twin or cuda_on_cpu.cpu_twin(kernel, debug)
         # inline="always" inlines at numba-IR level; an LLVM call per element costs ~5x.
         body = numba.njit(inline="always", fastmath=kernel.options["fastmath"])(kernel.py_func)
         src = codegen.cpu_entry_source(kernel.name, kernel.ndim, kernel.params)
@@ -114,7 +114,7 @@ def cpu_dispatcher(kernel: Kernel, debug: bool = False):
         import numba  # lazy: importing kernelrt loads no numba
 
         prepare_threading_layer()
-        entry = _entry_functions(kernel, "cpu")
+        entry = _entry_functions(kernel, "cpu", debug)
         # A twin is parallel only if it asks for it (prange); generated loops always do.
         # Debug code runs serially: numba drops an IndexError raised inside a prange loop.
         parallel = (kernel.kind == "thread" or "prange" in entry.__code__.co_names) and not debug

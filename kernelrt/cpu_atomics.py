@@ -17,20 +17,24 @@ host reads the arrays.
 * ``cas(ary, idx, old, val)`` and ``compare_and_swap(ary, old, val)`` (first element):
   ``cmpxchg``; they return the value found, as CUDA's do.
 
-Built with numba's extension API (``intrinsic``, ``overload``, ``cgutils``). With the
-debug mode's bounds checking on, the element address is checked like ``ary[idx]``.
+Built with numba's extension API (``intrinsic``, ``overload``, ``cgutils``). Two sets of
+stubs: ``OPERATIONS``, and ``CHECKED_OPERATIONS`` for the debug mode, compiled with bounds
+checking so that a bad index raises IndexError like ``ary[idx]``. Read-only arrays are
+refused when the kernel is typed, as a store into them is.
 """
 
 from __future__ import annotations
 
 import math
+import types as types_module
 
 from numba import types
 from numba.core import cgutils
+from numba.core.errors import TypingError
 from numba.core.typing import signature
 from numba.extending import intrinsic, overload, register_jitable
 
-__all__ = ["OPERATIONS"]
+__all__ = ["CHECKED_OPERATIONS", "OPERATIONS"]
 
 _INTS = (types.int32, types.int64, types.uint32, types.uint64)
 _UNSIGNED = (types.uint32, types.uint64)
@@ -105,8 +109,7 @@ def _cas(typingctx, ary, idx, old, val):
 # -- floats: compare-and-swap loops with numba-cuda's NaN rules ------------------------------
 
 
-@register_jitable
-def _float_minmax(ary, idx, val, is_max, nan_aware):
+def _float_minmax_py(ary, idx, val, is_max, nan_aware):
     old = ary[idx]
     if math.isnan(val):  # a NaN value: max/min and nanmax/nanmin all leave the element alone
         return old
@@ -125,6 +128,14 @@ def _float_minmax(ary, idx, val, is_max, nan_aware):
         old = found
 
 
+def _copy(func, name: str):
+    """A second function object with ``func``'s code: numba registers options per object."""
+    return types_module.FunctionType(func.__code__, func.__globals__, name, func.__defaults__)
+
+
+_float_minmax = register_jitable(_copy(_float_minmax_py, "_float_minmax"))
+_float_minmax_checked = register_jitable(boundscheck=True)(_copy(_float_minmax_py, "_float_minmax_checked"))
+
 # -- the operations, as the translated kernel calls them --------------------------------------
 
 _add_int, _add_float = _rmw("add", _INTS), _rmw("fadd", _FLOATS)
@@ -134,70 +145,71 @@ _min_signed, _min_unsigned = _rmw("min", (types.int32, types.int64)), _rmw("umin
 _and, _or, _xor, _exch = (_rmw(op, _INTS) for op in ("and", "or", "xor", "xchg"))
 _inc, _dec = _rmw("uinc_wrap", _UNSIGNED), _rmw("udec_wrap", _UNSIGNED)
 
-
-# Stubs: the translated kernel calls these; numba compiles the overloads registered below.
-def atomic_add(ary, idx, val): ...  # noqa: E704
-def atomic_sub(ary, idx, val): ...  # noqa: E704
-def atomic_max(ary, idx, val): ...  # noqa: E704
-def atomic_min(ary, idx, val): ...  # noqa: E704
-def atomic_nanmax(ary, idx, val): ...  # noqa: E704
-def atomic_nanmin(ary, idx, val): ...  # noqa: E704
-def atomic_and_(ary, idx, val): ...  # noqa: E704
-def atomic_or_(ary, idx, val): ...  # noqa: E704
-def atomic_xor(ary, idx, val): ...  # noqa: E704
-def atomic_exch(ary, idx, val): ...  # noqa: E704
-def atomic_inc(ary, idx, val): ...  # noqa: E704
-def atomic_dec(ary, idx, val): ...  # noqa: E704
-def atomic_cas(ary, idx, old, val): ...  # noqa: E704
-def atomic_compare_and_swap(ary, old, val): ...  # noqa: E704
+_NAMES = ("add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor", "exch", "inc", "dec", "cas",
+          "compare_and_swap")
 
 
-def _by_dtype(stub, ints, floats=None, unsigned=None):
-    """Register ``stub``'s CPU implementation, chosen by the array's element type."""
+def _writable(ary, name: str) -> None:
+    if isinstance(ary, types.Array) and not ary.mutable:
+        raise TypingError(f"cuda.atomic.{name} on a read-only array (got {ary}); pass a writeable array")
 
-    @overload(stub, target="cpu")
-    def impl(ary, idx, val):
-        if not isinstance(ary, types.Array):
+
+def _operations(checked: bool) -> dict:
+    """``cuda.atomic.<name>`` -> a stub whose CPU overloads do it; ``checked``: the overloads
+    are compiled with bounds checking (the debug mode), so a bad index raises IndexError."""
+    jit_options = {"boundscheck": True} if checked else {}
+    minmax = _float_minmax_checked if checked else _float_minmax
+
+    def stub(name):
+        def atomic(*args):  # never called from Python: numba compiles the overload instead
+            raise TypeError(f"cuda.atomic.{name} runs only inside a kernel")
+        atomic.__name__ = atomic.__qualname__ = f"atomic_{name}" + ("_checked" if checked else "")
+        return atomic
+
+    ops = {name: stub(name) for name in _NAMES}
+
+    def by_dtype(name, ints, floats=None, unsigned=None):
+        @overload(ops[name], target="cpu", jit_options=jit_options)
+        def impl(ary, idx, val):
+            if not isinstance(ary, types.Array):
+                return None
+            _writable(ary, name)
+            if unsigned is not None and ary.dtype in _UNSIGNED:
+                return lambda ary, idx, val: unsigned(ary, idx, val)
+            if ints is not None and ary.dtype in _INTS:
+                return lambda ary, idx, val: ints(ary, idx, val)
+            if floats is not None and ary.dtype in _FLOATS:
+                return floats
             return None
-        if unsigned is not None and ary.dtype in _UNSIGNED:
-            return lambda ary, idx, val: unsigned(ary, idx, val)
-        if ints is not None and ary.dtype in _INTS:
-            return lambda ary, idx, val: ints(ary, idx, val)
-        if floats is not None and ary.dtype in _FLOATS:
-            return floats
+
+    by_dtype("add", _add_int, lambda ary, idx, val: _add_float(ary, idx, val))
+    by_dtype("sub", _sub_int, lambda ary, idx, val: _sub_float(ary, idx, val))
+    by_dtype("max", _max_signed, lambda ary, idx, val: minmax(ary, idx, val, True, False), _max_unsigned)
+    by_dtype("min", _min_signed, lambda ary, idx, val: minmax(ary, idx, val, False, False), _min_unsigned)
+    by_dtype("nanmax", _max_signed, lambda ary, idx, val: minmax(ary, idx, val, True, True), _max_unsigned)
+    by_dtype("nanmin", _min_signed, lambda ary, idx, val: minmax(ary, idx, val, False, True), _min_unsigned)
+    for name, op in (("and_", _and), ("or_", _or), ("xor", _xor), ("exch", _exch)):
+        by_dtype(name, op)
+    by_dtype("inc", None, None, _inc)
+    by_dtype("dec", None, None, _dec)
+
+    @overload(ops["cas"], target="cpu", jit_options=jit_options)
+    def _cas_impl(ary, idx, old, val):
+        if isinstance(ary, types.Array) and ary.dtype in _INTS:
+            _writable(ary, "cas")
+            return lambda ary, idx, old, val: _cas(ary, idx, old, val)[0]
         return None
 
+    @overload(ops["compare_and_swap"], target="cpu", jit_options=jit_options)
+    def _compare_and_swap_impl(ary, old, val):
+        if isinstance(ary, types.Array) and ary.dtype in _INTS:
+            _writable(ary, "compare_and_swap")
+            zero = (0,) * ary.ndim if ary.ndim > 1 else 0
+            return lambda ary, old, val: _cas(ary, zero, old, val)[0]
+        return None
 
-_by_dtype(atomic_add, _add_int, lambda ary, idx, val: _add_float(ary, idx, val))
-_by_dtype(atomic_sub, _sub_int, lambda ary, idx, val: _sub_float(ary, idx, val))
-_by_dtype(atomic_max, _max_signed, lambda ary, idx, val: _float_minmax(ary, idx, val, True, False), _max_unsigned)
-_by_dtype(atomic_min, _min_signed, lambda ary, idx, val: _float_minmax(ary, idx, val, False, False), _min_unsigned)
-_by_dtype(atomic_nanmax, _max_signed, lambda ary, idx, val: _float_minmax(ary, idx, val, True, True), _max_unsigned)
-_by_dtype(atomic_nanmin, _min_signed, lambda ary, idx, val: _float_minmax(ary, idx, val, False, True), _min_unsigned)
-_by_dtype(atomic_and_, _and)
-_by_dtype(atomic_or_, _or)
-_by_dtype(atomic_xor, _xor)
-_by_dtype(atomic_exch, _exch)
-_by_dtype(atomic_inc, None, None, _inc)
-_by_dtype(atomic_dec, None, None, _dec)
+    return ops
 
 
-@overload(atomic_cas, target="cpu")
-def _cas_impl(ary, idx, old, val):
-    if isinstance(ary, types.Array) and ary.dtype in _INTS:
-        return lambda ary, idx, old, val: _cas(ary, idx, old, val)[0]
-    return None
-
-
-@overload(atomic_compare_and_swap, target="cpu")
-def _compare_and_swap_impl(ary, old, val):
-    if isinstance(ary, types.Array) and ary.dtype in _INTS:
-        zero = (0,) * ary.ndim if ary.ndim > 1 else 0
-        return lambda ary, old, val: _cas(ary, zero, old, val)[0]
-    return None
-
-
-# cuda.atomic.<name> -> the stub the translated kernel calls
-OPERATIONS = {name: globals()[f"atomic_{name}"] for name in (
-    "add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor", "exch", "inc", "dec", "cas",
-    "compare_and_swap")}
+OPERATIONS = _operations(checked=False)
+CHECKED_OPERATIONS = _operations(checked=True)

@@ -257,7 +257,12 @@ class CUDABackend(Backend):
             return host_memory_info()
         with self.activated():
             info = cuda.current_context().get_memory_info()
-            return int(info.free), int(info.total)
+            free = int(info.free)
+            if self.arrays == "cupy":  # blocks CuPy's pool keeps for reuse are free to this backend's work
+                cp = device_arrays.cupy_module()
+                with cp.cuda.Device(self.device_id):
+                    free += int(cp.get_default_memory_pool().free_bytes())
+            return min(free, int(info.total)), int(info.total)
 
     def release_memory(self) -> None:
         """Free what numba holds for deferred deallocation on this device."""
@@ -328,10 +333,11 @@ class CUDABackend(Backend):
             elif kind is HOST:
                 check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
         with self.activated():
+            waits = ()
             if foreign is None or self._simulated:
                 launch_stream = 0 if stream is None else self._stream_arg(stream)
             else:  # numba syncs or exports foreign arrays per launch (device_arrays): views, ordered on the device
-                args, producers = device_arrays.launch_views(k, args, foreign)
+                args, producers = device_arrays.launch_views(k, args, foreign, self.device_id)
                 launch_stream, waits = plan_launch(None if stream is None else self._stream_arg(stream), producers)
                 wait_for(waits, launch_stream)
             if check_all:  # the simulator checks no types; a CompiledKernel takes only its own
@@ -342,6 +348,8 @@ class CUDABackend(Backend):
                 # numba refused the call (e.g. the argument count): name the argument, or re-raise
                 check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)
                 raise
+            for producer in waits:  # join back: CuPy may hand these arrays' memory out again on
+                wait_for([launch_stream], producer)  # their own stream once they are freed
 
     def _launcher(self, kernel, grid, block, shared_mem):
         """Check a kernel and launch configuration once; memoise what launches need."""

@@ -32,6 +32,14 @@ import textwrap
 from pathlib import Path
 
 from . import codegen
+from .cuda_names import (
+    REFUSED,
+    SUPPORTED,
+    cuda_path,
+    device_py_func,
+    pure_callee,
+    resolve,
+)
 from .errors import CpuTranslationError
 
 __all__ = ["cpu_twin"]
@@ -42,21 +50,6 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 # fewer rows, each row's x range is split over the cores instead.
 _MIN_PARALLEL_ROWS = 64
 
-# CUDA features with no CPU meaning, and the words that say why.
-_REFUSED = {
-    "shared": "shared memory", "syncthreads": "a block barrier", "syncthreads_count": "a block barrier",
-    "syncthreads_and": "a block barrier", "syncthreads_or": "a block barrier",
-    "syncwarp": "a warp barrier", "threadfence": "a memory fence", "threadfence_block": "a memory fence",
-    "threadfence_system": "a memory fence", "cg": "cooperative groups", "activemask": "a warp intrinsic",
-    "lanemask_lt": "a warp intrinsic", "all_sync": "a warp vote", "any_sync": "a warp vote",
-    "eq_sync": "a warp vote", "ballot_sync": "a warp vote", "shfl_sync": "a warp shuffle",
-    "shfl_up_sync": "a warp shuffle", "shfl_down_sync": "a warp shuffle", "shfl_xor_sync": "a warp shuffle",
-    "match_any_sync": "a warp intrinsic", "match_all_sync": "a warp intrinsic", "nanosleep": "a thread sleep",
-}
-_SUPPORTED = ("grid, gridsize, threadIdx, blockIdx, blockDim, gridDim, laneid, warpsize, atomic.*, "
-              "local.array, const.array_like, device functions")
-
-
 def _runtime_digest() -> str:
     """Digest of the translator and the atomics: part of every translated kernel's source,
     so the cache key of a translated kernel changes when either module does."""
@@ -65,11 +58,18 @@ def _runtime_digest() -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def cpu_twin(kernel):
-    """A ``twin(grid, block, *args)`` function running CUDA kernel ``kernel`` on the CPU cores."""
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def cpu_twin(kernel, debug: bool = False):
+    """A ``twin(grid, block, *args)`` function running CUDA kernel ``kernel`` on the CPU cores.
+
+    ``debug``: the backend's debug mode; device functions and atomics check their indices too.
+    """
     import numba  # lazy: importing kernelrt loads no numba
 
-    translator = _Translator(kernel.name, kernel.options["fastmath"])
+    translator = _Translator(kernel.name, kernel.options["fastmath"], debug)
     body = translator.function(kernel.py_func, as_kernel=True)
     args = ", ".join(f"a_{p}" for p in kernel.params)
     tail = f", {args}" if args else ""
@@ -101,10 +101,19 @@ def cpu_twin(kernel):
 class _Translator:
     """Translates one kernel and the device functions it calls (each once)."""
 
-    def __init__(self, kernel_name: str, fastmath: bool):
+    def __init__(self, kernel_name: str, fastmath: bool, debug: bool = False):
         self.kernel_name = kernel_name
         self.fastmath = fastmath
+        self.debug = debug
         self.done: dict[int, object] = {}
+        self.names: dict[int, str] = {}  # device function -> helper name, numbered in first-seen order
+        self.in_progress: set[int] = set()
+
+    def helper_name(self, target) -> str:
+        """A name for a translated device function, the same in every process (cache keys)."""
+        if id(target) not in self.names:
+            self.names[id(target)] = f"_kr_dev{len(self.names)}_{target.__name__}"
+        return self.names[id(target)]
 
     def fail(self, what: str, why: str = ""):
         reason = f" ({why})" if why else ""
@@ -112,7 +121,7 @@ class _Translator:
             f"kernel {self.kernel_name!r} uses {what}{reason}, which the CPU backend cannot run: "
             f"there a block's threads run one after another. Give the kernel a CPU twin "
             f"(k = kernelrt.cuda_kernel({self.kernel_name}); @k.cpu def twin(grid, block, ...)) "
-            f"or launch it on a CUDABackend. Supported on the CPU: cuda.{{{_SUPPORTED}}}"
+            f"or launch it on a CUDABackend. Supported on the CPU: cuda.{{{SUPPORTED}}}"
         )
 
     def function(self, py_func, *, as_kernel: bool):
@@ -121,6 +130,9 @@ class _Translator:
 
         if id(py_func) in self.done:
             return self.done[id(py_func)]
+        if id(py_func) in self.in_progress:
+            self.fail(f"the recursive device function {py_func.__qualname__!r}", "recursion is not translated")
+        self.in_progress.add(id(py_func))
         try:
             source = textwrap.dedent(inspect.getsource(py_func))
         except (OSError, TypeError):
@@ -145,11 +157,20 @@ class _Translator:
         tree.body = [ast.fix_missing_locations(fdef)]
         ns.update(rewriter.helpers)
         ns["__name__"] = py_func.__module__
-        func = codegen.materialize(ast.unparse(tree) + "\n", fdef.name, ns, f"{py_func.__qualname__} cpu translation")
-        # The kernel body is inlined into the loop (a call per element costs ~5x); device
-        # functions are ordinary functions, as on the GPU.
-        jitted = numba.njit(inline="always" if as_kernel else "never", fastmath=self.fastmath)(func)
+        text = ast.unparse(tree) + "\n"
+        # Named by module, name and content: two functions of one name never share an entry
+        # in linecache, whose text the cache key hashes.
+        origin = f"{py_func.__module__}.{py_func.__qualname__} cpu translation {_digest(text)}"
+        func = codegen.materialize(text, fdef.name, ns, origin)
+        # The kernel body is inlined into the loop (a call per element costs ~5x), unless it
+        # calls something that may write an array (an atomic, a device function): numba's
+        # parfor pass would then hoist reads of that array out of the loop as invariant (it
+        # sees only direct stores), and a read after an atomic would see the old value.
+        inline = "always" if as_kernel and not rewriter.writes_through_calls else "never"
+        checks = {"boundscheck": True} if self.debug else {}
+        jitted = numba.njit(inline=inline, fastmath=self.fastmath, **checks)(func)
         self.done[id(py_func)] = jitted
+        self.in_progress.discard(id(py_func))
         return jitted
 
 
@@ -162,47 +183,16 @@ class _Rewriter(ast.NodeTransformer):
         self.local_names = local_names  # parameters and locals shadow globals of the same name
         self.used: set[str] = set()
         self.helpers: dict[str, object] = {}
-        self.cuda_names = _cuda_names()
+        self.writes_through_calls = False  # an atomic, device function or other jitted callee
 
-    # -- resolving names to CUDA built-ins ------------------------------------------------------
+    # -- resolving names ----------------------------------------------------------------------
 
     def cuda_path(self, node) -> str | None:
-        """``"grid"``, ``"threadIdx.x"``, ``"atomic.add"``... if ``node`` names a CUDA built-in."""
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
-            return None
-        if node.id in self.local_names:
-            return None
-        chain.append(node.id)
-        chain.reverse()
-        value = self.ns.get(chain[0], _MISSING)
-        for i, attr in enumerate(chain):
-            if i:
-                value = getattr(value, attr, _MISSING)
-            path = self.cuda_names.get(id(value))
-            if path is not None:
-                return ".".join(filter(None, [path, *chain[i + 1 :]]))
-            if value is _MISSING:
-                return None
-        return None
+        return cuda_path(node, self.ns, self.local_names)
 
     def device_function(self, node):
         """The Python function of a ``cuda.jit(device=True)`` function ``node`` names, or None."""
-        if not isinstance(node, (ast.Name, ast.Attribute)):
-            return None
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name) or node.id in self.local_names:
-            return None
-        value = self.ns.get(node.id, _MISSING)
-        for attr in reversed(chain):
-            value = getattr(value, attr, _MISSING)
-        return _device_py_func(value)
+        return device_py_func(resolve(node, self.ns, self.local_names))
 
     # -- rewriting ---------------------------------------------------------------------------
 
@@ -225,11 +215,13 @@ class _Rewriter(ast.NodeTransformer):
             return self.refuse(path)
         target = self.device_function(node.func)
         if target is not None:
-            node.func = self.helper(f"_kr_dev_{target.__name__}_{id(target):x}",
-                                    self.t.function(target, as_kernel=False))
+            self.writes_through_calls = True
+            node.func = self.helper(self.t.helper_name(target), self.t.function(target, as_kernel=False))
             node.args = [self.name(a) for a in _CTX] + [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
+        if not pure_callee(resolve(node.func, self.ns, self.local_names)):
+            self.writes_through_calls = True
         return self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute):
@@ -265,18 +257,23 @@ class _Rewriter(ast.NodeTransformer):
         return names[0] if n == 1 else ast.Tuple(elts=names, ctx=ast.Load())
 
     def atomic(self, node: ast.Call, op: str):
-        from .cpu_atomics import OPERATIONS  # lazy: importing kernelrt loads no numba
+        from .cpu_atomics import (  # lazy: importing kernelrt loads no numba
+            CHECKED_OPERATIONS,
+            OPERATIONS,
+        )
 
-        if op not in OPERATIONS:
+        operations = CHECKED_OPERATIONS if self.t.debug else OPERATIONS
+        if op not in operations:
             return self.refuse(f"atomic.{op}")
-        node.func = self.helper(f"_kr_atomic_{op}", OPERATIONS[op])
+        self.writes_through_calls = True
+        node.func = self.helper(f"_kr_atomic_{op}", operations[op])
         node.args = [self.visit(a) for a in node.args]
         return node
 
     def refuse(self, path: str):
         head = path.split(".")[0]
-        if head in _REFUSED:
-            self.t.fail(f"cuda.{path}", _REFUSED[head])
+        if head in REFUSED:
+            self.t.fail(f"cuda.{path}", REFUSED[head])
         self.t.fail(f"cuda.{path}", "not supported on the CPU backend")
 
     def helper(self, name: str, value) -> ast.Name:
@@ -302,36 +299,6 @@ class _Rewriter(ast.NodeTransformer):
         if "_kr_lane" in self.used:
             lines.append("_kr_lane = (_kr_t0 + _kr_block[0] * (_kr_t1 + _kr_block[1] * _kr_t2)) % 32")
         return ast.parse("\n".join(lines)).body
-
-
-_MISSING = object()
-
-
-def _device_py_func(value):
-    """The Python function of a CUDA device function (numba-cuda's or the simulator's)."""
-    options = getattr(value, "targetoptions", None)
-    if isinstance(options, dict) and options.get("device") and hasattr(value, "py_func"):
-        return value.py_func
-    if getattr(value, "_device", False) is True and hasattr(value, "fn"):  # the CUDA simulator
-        return value.fn
-    return None
-
-
-def _cuda_names() -> dict[int, str]:
-    """id -> path of the ``numba.cuda`` objects a kernel can name (module, built-ins, atomics)."""
-    from numba import cuda  # lazy: importing kernelrt loads no numba
-
-    names = {id(cuda): ""}
-    for attr in ("grid", "gridsize", "threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "warpsize",
-                 "atomic", "local", "const", "shared", *_REFUSED):
-        value = getattr(cuda, attr, None)  # the simulator's module has fewer (it swaps them in at launch)
-        if value is not None:
-            names[id(value)] = attr
-    atomic = getattr(cuda, "atomic", None)
-    for op in dir(atomic) if atomic is not None else ():
-        if not op.startswith("_"):
-            names[id(getattr(atomic, op))] = f"atomic.{op}"
-    return names
 
 
 def _np_empty():

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import weakref
 
 from .errors import BackendMismatchError
 
@@ -124,7 +123,7 @@ class Kernel:
 
         if isinstance(entry, numba.types.Type):
             return entry
-        if entry in _PYTHON_SCALARS:
+        if isinstance(entry, type) and entry in _PYTHON_SCALARS:
             return getattr(numba.types, _PYTHON_SCALARS[entry])
         if isinstance(entry, np.dtype) or (isinstance(entry, type) and issubclass(entry, np.generic)):
             dtype = np.dtype(entry)
@@ -189,23 +188,30 @@ def _normalize_cc(cc):
     raise ValueError(f"min_cc must be a (major, minor) tuple such as (6, 0) (got {cc!r})")
 
 
-_adopted: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def adopt(func) -> Kernel | None:
     """The ``@cuda_kernel`` behind a plain numba.cuda-style function or ``cuda.jit`` dispatcher.
 
-    The same Kernel each time for the same Python function (so its compiled code is
-    reused); the dispatcher's ``fastmath`` carries over. None if ``func`` is neither.
+    The same Kernel each time for the same Python function and ``fastmath`` (so its
+    compiled code is reused); the dispatcher's ``fastmath`` carries over. It is kept on the
+    function itself, so it goes when the function does. None if ``func`` is neither.
+
+    Raises:
+        BackendMismatchError: ``func`` is a ``cuda.jit(device=True)`` function.
     """
+    options = getattr(func, "targetoptions", None) or {}
+    if options.get("device") or getattr(func, "_device", False) is True:  # numba-cuda's, the simulator's
+        raise BackendMismatchError(
+            f"{getattr(func, '__name__', func)!r} is a device function (cuda.jit(device=True)): "
+            f"kernels call it; launch a kernel instead"
+        )
     py_func = getattr(func, "py_func", None) or getattr(func, "fn", None) or func  # fn: the CUDA simulator's
     if not callable(py_func) or not hasattr(py_func, "__code__"):
         return None
-    found = _adopted.get(py_func)
-    if found is None:
-        options = getattr(func, "targetoptions", None) or {}
-        found = _adopted[py_func] = Kernel(py_func, kind="cuda", fastmath=bool(options.get("fastmath", False)))
-    return found
+    fastmath = bool(options.get("fastmath", False) or getattr(func, "_fastmath", False))
+    adopted = py_func.__dict__.setdefault("__kernelrt_kernels__", {})
+    if fastmath not in adopted:
+        adopted[fastmath] = Kernel(py_func, kind="cuda", fastmath=fastmath)
+    return adopted[fastmath]
 
 
 def kernel(func=None, *, ndim=1, min_cc=None, signature=None, fastmath=False):

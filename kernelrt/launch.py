@@ -54,7 +54,7 @@ class LaunchConfig:
     ndim: int = 1
 
     @staticmethod
-    @functools.lru_cache(maxsize=4096)
+    @functools.lru_cache(maxsize=4096, typed=True)  # typed: True == 1, but grid=True is refused
     def _cached(grid, block, shared_mem):
         return LaunchConfig._build(grid, block, shared_mem)
 

@@ -214,7 +214,11 @@ def release_pool(backend=None) -> None:
         with contextlib.suppress(Exception):
             import cupy  # already imported by the user (checked above): this only looks it up
 
-            cupy.get_default_memory_pool().free_all_blocks()
+            # CuPy's pool frees the blocks of its current device: make it the backend's
+            device = cupy.cuda.Device(backend.device_id) if backend is not None and backend.name == "cuda" \
+                else contextlib.nullcontext()
+            with device:
+                cupy.get_default_memory_pool().free_all_blocks()
             cupy.get_default_pinned_memory_pool().free_all_blocks()
 
 

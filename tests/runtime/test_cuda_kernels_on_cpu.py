@@ -18,6 +18,7 @@ import pytest
 from numba import cuda
 
 import kernelrt
+import kernelrt.kernel_def
 from kernelrt import CpuTranslationError
 from tests.support import cuda_kernels as ck
 from tests.support.layers import ROOT
@@ -250,3 +251,154 @@ def test_cpu_launches_obey_every_gpus_limits(cpu, grid, block, shared_mem, limit
     assert c.tolist() == [0, 0, 0, 0]  # refused before anything ran
     kernelrt.CPUBackend(gpu_limits=False).launch_kernel(ck.vector_add, grid, block, a, b, c, shared_mem=shared_mem)
     assert c[0] == 2  # the opt-out runs it (over x = grid.x * block.x threads, at least one)
+
+
+# -- found in review: each once wrong or unclear ---------------------------------------------------
+
+
+@cuda.jit(device=True)
+def _bump(acc, v):
+    acc[0] += v
+
+
+@cuda.jit(device=True)
+def _read_past_end(a, i):
+    return a[i + 1000]
+
+
+def test_reads_after_atomics_and_device_writes_see_them(cpu):
+    """numba's parfor pass hoists reads it thinks loop-invariant; writes through calls must stop it."""
+
+    @cuda.jit
+    def atomic_then_read(acc, out):
+        cuda.atomic.add(acc, 0, 5)
+        out[0] = acc[0]
+
+    @cuda.jit
+    def device_then_read(acc, x, out):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            _bump(acc, x[i])
+        if i == 0:
+            out[0] = acc[0]
+
+    @cuda.jit
+    def argmax(values, best, winner):
+        i = cuda.grid(1)
+        if i < values.shape[0]:
+            cuda.atomic.max(best, 0, values[i])
+    # (a second launch reads best after every thread's max: launches are ordered)
+
+    @cuda.jit
+    def pick(values, best, winner):
+        i = cuda.grid(1)
+        if i < values.shape[0] and values[i] == best[0]:
+            winner[0] = i
+
+    acc, out = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    cpu.launch_kernel(atomic_then_read, 1, 1, acc, out)
+    assert (acc[0], out[0]) == (5, 5)
+    acc, out = np.zeros(1), np.zeros(1)
+    cpu.launch_kernel(device_then_read, 1, 1, acc, np.array([45.0]), out)
+    assert out[0] == 45.0  # exact: one addition
+    values = np.random.default_rng(1).permutation(5000).astype(np.float64)
+    best, winner = np.full(1, -np.inf), np.full(1, -1)
+    cpu.launch_kernel(argmax, 40, 128, values, best, winner)
+    cpu.launch_kernel(pick, 40, 128, values, best, winner)
+    assert best[0] == 4999.0 and winner[0] == int(np.argmax(values))
+
+
+def test_kernels_calling_device_functions_load_from_disk(cpu):
+    sig = "float64[:, ::1], float64[::1], float64[::1]"
+    assert cpu.compile_kernel(kernelrt.cuda_kernel(ck.poly_2d.py_func), sig).status == "compiled"
+    assert cpu.compile_kernel(kernelrt.cuda_kernel(ck.poly_2d.py_func), sig).status == "disk"
+
+
+def test_debug_mode_checks_device_functions_and_atomics(tmp_path):
+    debug = kernelrt.CPUBackend(cache_dir=tmp_path, debug=True)
+
+    @cuda.jit
+    def oob_device(a, out):
+        i = cuda.grid(1)
+        if i < a.shape[0]:
+            out[i] = _read_past_end(a, i)
+
+    @cuda.jit
+    def oob_atomic(h):
+        i = cuda.grid(1)
+        cuda.atomic.add(h, i + 10, 1)
+
+    with pytest.raises(IndexError):
+        debug.launch_kernel(oob_device, 1, 4, np.zeros(4), np.zeros(4))
+    h = np.zeros(4, np.int64)
+    with pytest.raises(IndexError):
+        debug.launch_kernel(oob_atomic, 1, 4, h)
+    assert h.tolist() == [0, 0, 0, 0]
+
+
+@cuda.jit(device=True)
+def _countdown(n):
+    return 0 if n == 0 else _countdown(n - 1)
+
+
+def test_recursive_device_functions_are_refused(cpu):
+    @cuda.jit
+    def recursive(out):
+        out[0] = _countdown(3)
+
+    with pytest.raises(CpuTranslationError, match="recursive device function '_countdown'"):
+        cpu.launch_kernel(recursive, 1, 1, np.zeros(1))
+
+
+def test_atomics_refuse_read_only_arrays(cpu):
+    @cuda.jit
+    def count(h):
+        cuda.atomic.add(h, 0, 1)
+
+    h = np.zeros(1, np.int64)
+    h.setflags(write=False)
+    with pytest.raises(Exception, match="read-only array"):
+        cpu.launch_kernel(count, 1, 1, h)
+    assert h[0] == 0
+
+
+def test_adoption_follows_the_function_and_its_fastmath():
+    import gc
+    import weakref
+
+    def make():
+        def k(x):
+            x[0] = 1.0
+
+        return k
+
+    plain = make()
+    fast = cuda.jit(fastmath=True)(plain)
+    assert kernelrt.kernel_def.adopt(plain).options["fastmath"] is False
+    assert kernelrt.kernel_def.adopt(fast).options["fastmath"] is True
+    assert kernelrt.kernel_def.adopt(plain) is kernelrt.kernel_def.adopt(cuda.jit(plain))
+    gone = weakref.ref(kernelrt.kernel_def.adopt(plain))
+    del plain, fast
+    gc.collect()
+    assert gone() is None  # the Kernel goes with its function
+
+
+def test_direct_imports_of_gpu_only_built_ins_are_refused_by_name(cpu):
+    from numba.cuda import fma, libdevice
+
+    @cuda.jit
+    def fused(out):
+        out[0] = fma(out[0], 2.0, 1.0)
+
+    @cuda.jit
+    def lib(out):
+        out[0] = libdevice.sin(out[0])
+
+    for kern, name in ((fused, "cuda.fma"), (lib, "cuda.libdevice.sin")):
+        with pytest.raises(CpuTranslationError, match=f"{name} \\(not supported on the CPU backend\\)"):
+            cpu.launch_kernel(kern, 1, 1, np.zeros(1))
+
+
+def test_a_device_function_is_not_a_kernel(cpu):
+    with pytest.raises(kernelrt.BackendMismatchError, match="'_bump' is a device function"):
+        cpu.launch_kernel(_bump, 1, 1, np.zeros(1), 1.0)

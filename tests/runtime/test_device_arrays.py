@@ -173,7 +173,7 @@ def test_array_interface_reads_the_interface_or_dlpack(monkeypatch):
 
 
 def test_launch_views_replace_foreign_arrays_and_collect_their_streams(monkeypatch):
-    monkeypatch.setattr(device_arrays, "numba_view", lambda owner, desc: ("view of", owner))
+    monkeypatch.setattr(device_arrays, "launch_view", lambda owner, desc, device_id: ("view of", owner))
     monkeypatch.setattr(device_arrays, "numba_stream", lambda handle: f"stream {handle}")
     kernel = SimpleNamespace(name="k", params=("out", "x", "y", "z", "a"))
     out, x, y, z = NumbaLike(), CupyLike(stream=7), TorchLike(0), CupyLike(stream=None)
@@ -182,6 +182,19 @@ def test_launch_views_replace_foreign_arrays_and_collect_their_streams(monkeypat
     assert producers == ["stream 7"]  # PyTorch's version-2 interface and a None stream name none
     with pytest.raises(BackendMismatchError, match=r"argument 'y' of 'k' is a host array"):
         launch_views(kernel, (out, x, DLPackOnly(1, 0), z, 2.0), 1)
+
+
+def test_launch_views_are_cached_by_what_they_describe(monkeypatch):
+    made = []
+    monkeypatch.setattr(device_arrays, "_LAUNCH_VIEWS", {})
+    monkeypatch.setattr(device_arrays, "numba_view", lambda owner, desc: made.append(owner) or object())
+    a, same_memory, b = CupyLike(stream=7), CupyLike(stream=9), CupyLike(strides=(24, 8))
+    first = device_arrays.launch_view(a, a.desc, 0)
+    assert device_arrays.launch_view(same_memory, same_memory.desc, 0) is first  # same description
+    assert made == [None]  # made once, owning nothing (the caller's array keeps the memory alive)
+    assert device_arrays.launch_view(b, b.desc, 0) is not first  # other strides
+    assert device_arrays.launch_view(a, a.desc, 1) is not first  # another device
+    assert len(made) == 3
 
 
 def test_copies_of_non_contiguous_interfaces_are_detected():

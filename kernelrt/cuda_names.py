@@ -1,0 +1,135 @@
+"""What a name in a CUDA kernel's source refers to, for the CPU translation (cuda_on_cpu.py).
+
+A name is looked up the way Python would at run time: in the function's globals and
+closure (a parameter or local of the same name shadows them), then attribute by
+attribute. The result says whether it is a ``numba.cuda`` built-in (``cuda_path``: its
+path under ``numba.cuda``, however the module or the name was imported), a CUDA device
+function (``device_py_func``), or a callee that cannot write an array (``pure_callee``).
+Nothing here is imported at ``import kernelrt``: the translation imports it.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import types
+
+__all__ = ["REFUSED", "SUPPORTED", "cuda_path", "device_py_func", "pure_callee", "resolve"]
+
+# CUDA features with no CPU meaning, and the words that say why.
+REFUSED = {
+    "shared": "shared memory", "syncthreads": "a block barrier", "syncthreads_count": "a block barrier",
+    "syncthreads_and": "a block barrier", "syncthreads_or": "a block barrier",
+    "syncwarp": "a warp barrier", "threadfence": "a memory fence", "threadfence_block": "a memory fence",
+    "threadfence_system": "a memory fence", "cg": "cooperative groups", "activemask": "a warp intrinsic",
+    "lanemask_lt": "a warp intrinsic", "all_sync": "a warp vote", "any_sync": "a warp vote",
+    "eq_sync": "a warp vote", "ballot_sync": "a warp vote", "shfl_sync": "a warp shuffle",
+    "shfl_up_sync": "a warp shuffle", "shfl_down_sync": "a warp shuffle", "shfl_xor_sync": "a warp shuffle",
+    "match_any_sync": "a warp intrinsic", "match_all_sync": "a warp intrinsic", "nanosleep": "a thread sleep",
+}
+SUPPORTED = ("grid, gridsize, threadIdx, blockIdx, blockDim, gridDim, laneid, warpsize, atomic.*, "
+             "local.array, const.array_like, device functions")
+_NUMPY_WRITERS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
+MISSING = object()
+
+
+def _chain(node) -> list[str] | None:
+    """``["cuda", "threadIdx", "x"]`` for ``cuda.threadIdx.x``; None for other expressions."""
+    chain = []
+    while isinstance(node, ast.Attribute):
+        chain.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    chain.append(node.id)
+    return chain[::-1]
+
+
+def resolve(node, ns: dict, local_names: set[str]):
+    """The object ``node`` (a name or an attribute chain) refers to, or ``MISSING``."""
+    chain = _chain(node)
+    if chain is None or chain[0] in local_names:
+        return MISSING
+    value = ns.get(chain[0], getattr(builtins, chain[0], MISSING))
+    for attr in chain[1:]:
+        value = getattr(value, attr, MISSING)
+    return value
+
+
+def cuda_path(node, ns: dict, local_names: set[str]) -> str | None:
+    """``"grid"``, ``"threadIdx.x"``, ``"atomic.add"``... if ``node`` names a CUDA built-in.
+
+    The first object along the chain that is ``numba.cuda`` or one of its built-ins fixes
+    the path; the rest of the chain is appended by name (the simulator's module gets its
+    built-ins only while a kernel runs).
+    """
+    chain = _chain(node)
+    if chain is None or chain[0] in local_names:
+        return None
+    names = _cuda_names()
+    value = ns.get(chain[0], MISSING)
+    for i, attr in enumerate(chain):
+        if i:
+            value = getattr(value, attr, MISSING)
+        path = names.get(id(value))
+        if path is not None:
+            return ".".join(filter(None, [path, *chain[i + 1 :]]))
+        if value is MISSING:
+            return None
+    return None
+
+
+def device_py_func(value):
+    """The Python function of a CUDA device function (numba-cuda's or the simulator's), or None."""
+    options = getattr(value, "targetoptions", None)
+    if isinstance(options, dict) and options.get("device") and hasattr(value, "py_func"):
+        return value.py_func
+    if getattr(value, "_device", False) is True and hasattr(value, "fn"):  # the CUDA simulator
+        return value.fn
+    return None
+
+
+def pure_callee(value) -> bool:
+    """Whether calling ``value`` cannot write an array argument: builtins, ``math``,
+    ``cmath``, numpy's ufuncs and non-mutating functions. Anything else (a jitted helper,
+    an array method, an unresolved name) may."""
+    import numpy as np
+
+    if value is MISSING:
+        return False
+    if isinstance(value, np.ufunc):
+        return True
+    module = getattr(value, "__module__", None) or ""
+    if module in ("math", "cmath", "builtins"):  # math.exp, len, min, int, float, range...
+        return True
+    return module.split(".")[0] == "numpy" and getattr(value, "__name__", "") not in _NUMPY_WRITERS
+
+
+@functools.cache
+def _cuda_names() -> dict[int, str]:
+    """id -> path of the ``numba.cuda`` objects a kernel can name: the module, its built-ins
+    (stubs, intrinsics, submodules such as ``libdevice``, however imported) and the atomics.
+    numba's own names re-exported by ``numba.cuda`` (types, ``literal_unroll``) are left
+    out: kernels use ``numba.float32`` and friends as dtypes."""
+    import numba  # lazy: importing kernelrt loads no numba
+    from numba import cuda  # lazy: importing kernelrt loads no numba
+    from numba.core.types import Type
+
+    names = {id(cuda): ""}
+    for attr in dir(cuda):  # the simulator's module has fewer (it swaps them in at launch)
+        value = getattr(cuda, attr, None)
+        if attr.startswith("_") or value is None or isinstance(value, Type) or getattr(numba, attr, None) is value:
+            continue
+        if isinstance(value, types.ModuleType):
+            inside = value.__name__.startswith("numba.cuda")
+        else:
+            inside = (getattr(value, "__module__", None) or "").startswith("numba.cuda") or \
+                type(value).__module__.startswith("numba.cuda")
+        if inside:
+            names[id(value)] = attr
+    atomic = getattr(cuda, "atomic", None)
+    for op in dir(atomic) if atomic is not None else ():
+        if not op.startswith("_"):
+            names[id(getattr(atomic, op))] = f"atomic.{op}"
+    return names
