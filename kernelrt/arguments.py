@@ -16,6 +16,7 @@ from .errors import BackendMismatchError, KernelArgumentError
 
 __all__ = [
     "is_device_array",
+    "dlpack_cuda_device",
     "check_kernel_arguments",
     "check_shape",
     "check_dtype",
@@ -33,13 +34,20 @@ def is_device_array(a) -> bool:
         return False
     if getattr(a, "__cuda_ndarray__", False) is True or hasattr(a, "__cuda_array_interface__"):
         return True
+    return hasattr(a, "__dlpack__") and dlpack_cuda_device(a) is not None
+
+
+def dlpack_cuda_device(a) -> int | None:
+    """The CUDA device ``a.__dlpack_device__()`` names; None without one, for host memory,
+    or when it cannot say."""
     dlpack_device = getattr(a, "__dlpack_device__", None)
-    if dlpack_device is None or not hasattr(a, "__dlpack__"):
-        return False
+    if dlpack_device is None:
+        return None
     try:
-        return dlpack_device()[0] in DLPACK_CUDA_DEVICES
-    except (BufferError, RuntimeError, TypeError, ValueError):  # cannot say where it lives: not one
-        return False
+        kind, dev = dlpack_device()
+    except (BufferError, RuntimeError, TypeError, ValueError):  # cannot say where it lives
+        return None
+    return int(dev) if kind in DLPACK_CUDA_DEVICES else None
 
 
 def describe(a) -> str:

@@ -226,22 +226,18 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Attribute(self, node: ast.Attribute):
         path = self.cuda_path(node)
-        if path is None:
-            return self.generic_visit(node)
+        return self.generic_visit(node) if path is None else self.value_of(path)
+
+    def visit_Name(self, node: ast.Name):
+        path = self.cuda_path(node)
+        return node if path is None or path == "" else self.value_of(path)
+
+    def value_of(self, path: str):
+        """The translation of a CUDA built-in read as a value (``threadIdx.x``, ``warpsize``)."""
         head, _, axis = path.partition(".")
         short = {"threadIdx": "_kr_t", "blockIdx": "_kr_b", "blockDim": "_kr_bd", "gridDim": "_kr_gd"}
         if head in short and axis in _AXES:
             return self.name(f"{short[head]}{_AXES[axis]}")
-        if path == "warpsize":
-            return ast.Constant(32)
-        if path == "laneid":
-            return self.name("_kr_lane")
-        return self.refuse(path)
-
-    def visit_Name(self, node: ast.Name):
-        path = self.cuda_path(node)
-        if path is None or path == "":
-            return node
         if path == "warpsize":
             return ast.Constant(32)
         if path == "laneid":

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arguments import DLPACK_CUDA_DEVICES
+from .arguments import DLPACK_CUDA_DEVICES, dlpack_cuda_device
 from .config import logger
+from .discovery import pip_install_command, probe
 from .errors import BackendMismatchError
 from .stream_order import numba_stream, plan_launch, wait_for
 
 __all__ = [
     "ARRAY_CHOICES",
-    "CUPY_EXTRA",
     "FOREIGN",
     "HOST",
     "NUMBA",
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 ARRAY_CHOICES = ("auto", "cupy", "numba")
-CUPY_EXTRA = 'pip install "kernelrt[cuda12]" (or "kernelrt[cuda13]" for CUDA 13 drivers)'
 
 # What a launch does with an argument, decided once per type where the type decides it.
 NUMBA, FOREIGN, HOST, OTHER = "numba", "foreign", "host", "other"
@@ -95,14 +94,7 @@ def device_of(a) -> int | None:
         dev = getattr(device, attr, None)
         if isinstance(dev, int) and not isinstance(dev, bool):
             return dev
-    dlpack_device = getattr(a, "__dlpack_device__", None)
-    if dlpack_device is not None:
-        try:
-            kind, dev = dlpack_device()
-        except (BufferError, RuntimeError, TypeError, ValueError):  # cannot say: not checked
-            return None
-        return int(dev) if kind in DLPACK_CUDA_DEVICES else None
-    return None
+    return dlpack_cuda_device(a)  # None where it cannot say: not checked
 
 
 def cupy_module():
@@ -146,7 +138,7 @@ def resolve_arrays(arrays: str, simulated: bool) -> str:
     if reason is None:
         return "cupy"
     if arrays == "cupy":
-        raise ImportError(f"arrays='cupy' needs CuPy, which {reason}: {CUPY_EXTRA}; "
+        raise ImportError(f"arrays='cupy' needs CuPy, which {reason}: {pip_install_command(probe())}; "
                           f"or use arrays='numba' (got arrays='cupy')")
     if cp is not None:  # installed but broken: say so once a backend falls back
         logger.warning("kernelrt: CuPy %s; CUDABackend hands out numba device arrays", reason)
@@ -195,7 +187,7 @@ def array_interface(a, what: str) -> tuple:
     if cp is None:
         raise TypeError(
             f"{what} is a DLPack array without __cuda_array_interface__ (got {type(a).__name__}); "
-            f"kernelrt reads those through CuPy: {CUPY_EXTRA}"
+            f"kernelrt reads those through CuPy: {pip_install_command(probe())}"
         )
     owner = cp.from_dlpack(a)
     return owner, owner.__cuda_array_interface__

@@ -32,6 +32,7 @@ __all__ = [
     "host_memory_info",
     "package_versions",
     "pip_install_command",
+    "device_range_problem",
     "toolchain_problem",
     "REASONS",
 ]
@@ -123,6 +124,14 @@ class Availability:
         return self.reason
 
 
+def device_range_problem(devices, device_id: int) -> str | None:
+    """What is wrong with ``device_id`` for this device list (listing them), or None."""
+    if 0 <= device_id < len(devices):
+        return None
+    listing = "; ".join(d.describe() for d in devices)
+    return f"device_id must be in [0, {len(devices) - 1}] (got {device_id}); devices: {listing}"
+
+
 def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
     """Turn probe facts into the first reason device ``device_id`` is unusable."""
     result = functools.partial(_result, facts, device_id)
@@ -144,12 +153,9 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
         return result("driver_error", _first_line(err))
     if not facts.devices:
         return result("no_device")
-    if not 0 <= device_id < len(facts.devices):
-        listing = "; ".join(d.describe() for d in facts.devices)
-        return result(
-            "device_out_of_range",
-            f"device_id must be in [0, {len(facts.devices) - 1}] (got {device_id}); devices: {listing}",
-        )
+    out_of_range = device_range_problem(facts.devices, device_id)
+    if out_of_range is not None:
+        return result("device_out_of_range", out_of_range)
     if (
         facts.driver_version is not None
         and facts.runtime_version is not None

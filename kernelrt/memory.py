@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from . import config
 from .backend import Backend
-from .discovery import classify, nvml_memory, probe
+from .discovery import classify, device_range_problem, nvml_memory, probe
 from .errors import CudaUnavailableError, DeviceMemoryError
 from .selection import get_backend
 
@@ -181,19 +181,15 @@ def _check_device_id(device_id) -> int:
     return int(device_id)
 
 
-def _check_in_range(device_id: int, devices) -> None:
-    if device_id >= len(devices):
-        listing = "; ".join(d.describe() for d in devices)
-        raise ValueError(f"device_id must be in [0, {len(devices) - 1}] (got {device_id}); devices: {listing}")
-
-
 def _cuda_device(device_id: int, caller: str):
     """The DeviceInfo of ``device_id``, or the reason there is none, from ``probe()``."""
     facts = probe()
     if not facts.devices:
         avail = classify(facts, device_id)
         raise CudaUnavailableError(f"{caller}(device_id={device_id}) needs a CUDA device: {avail.reason}", avail.code)
-    _check_in_range(device_id, facts.devices)
+    out_of_range = device_range_problem(facts.devices, device_id)
+    if out_of_range is not None:
+        raise ValueError(out_of_range)
     return facts.devices[device_id]
 
 
@@ -316,8 +312,9 @@ def _guard_backend(device_id: int, backend) -> Backend:
         return backend
     if backend is None or (isinstance(backend, str) and backend in ("auto", "cuda")):
         devices = probe().devices
-        if devices:  # without any, "auto" falls back to the CPU and "cuda" says why not
-            _check_in_range(device_id, devices)
+        out_of_range = device_range_problem(devices, device_id) if devices else None
+        if out_of_range is not None:  # without any device, "auto" falls back to the CPU and "cuda" says why not
+            raise ValueError(out_of_range)
     return get_backend(backend, device_id)
 
 
