@@ -10,7 +10,12 @@ This ``__init__`` is the family's public API; the modules:
 - ``buffers``: recycling of large host outputs across assemblies.
 - ``placement``: the host backend, CuPy on a CUDA device, launch geometry.
 - ``spmv``: ``L @ x`` and fused explicit heat steps.
-- ``spectral``: eigenpairs, HKS, WKS and their default grids.
+- ``eigen``: ``eigenpairs``, the smallest eigenpairs: their routes, checks and report.
+- ``factor``: the sparse factor of L - σM (cholespy, or SuperLU).
+- ``lanczos``: block Lanczos with thick restarts, on the shift-inverted operator.
+- ``chebyshev``: Chebyshev-filtered subspace iteration, on any backend (the GPU route).
+- ``eigen_errors``: ``EigenConvergenceError``.
+- ``spectral``: HKS, WKS and their default grids.
 - ``meshes``: icospheres (golden-exact) and jittered icospheres.
 - ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
 
@@ -22,10 +27,13 @@ barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning (
 from __future__ import annotations
 
 from .assembly import assembly_kernels
+from .chebyshev import chebyshev_kernels
 from .inputs import DegenerateMeshWarning
 from .meshes import icosphere, mean_edge_length, noisy_icosphere
 from .pattern import pattern_kernels
-from .spectral import eigenpairs, hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
+from .eigen_errors import EigenConvergenceError
+from .eigen import DisconnectedMeshError, Eigenpairs, eigenpairs
+from .spectral import hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
 from .spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels
 from .topology import DeviceCSR, MeshTopology, cotan_laplacian
 
@@ -38,6 +46,9 @@ __all__ = [
     "laplacian_matvec",
     "heat_steps",
     "eigenpairs",
+    "Eigenpairs",
+    "EigenConvergenceError",
+    "DisconnectedMeshError",
     "hks",
     "wks",
     "hks_times",
@@ -66,7 +77,7 @@ def warm_specs(index_dtypes=("int32",)) -> dict:
         if itype not in ("int32", "int64"):
             raise ValueError(f"index_dtypes entries must be 'int32' or 'int64' (got {itype!r})")
         assembly = assembly_kernels(itype)
-        specs["cpu"] += pattern_kernels(itype) + assembly["cpu"] + spmv_kernels(itype)
-        specs["cuda"] += assembly["cuda"] + spmv_kernels(itype)
+        specs["cpu"] += pattern_kernels(itype) + assembly["cpu"] + spmv_kernels(itype) + chebyshev_kernels(itype)
+        specs["cuda"] += assembly["cuda"] + spmv_kernels(itype) + chebyshev_kernels(itype)
     # kernels whose signature does not depend on the index width appear once
     return {target: list(dict.fromkeys(entries)) for target, entries in specs.items()}

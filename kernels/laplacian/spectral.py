@@ -1,13 +1,7 @@
-"""Smallest eigenpairs of L v = λ M v and the HKS / WKS descriptors, as SpectralBrain 0.1.0.
+"""The HKS / WKS descriptors of eigenpairs, as SpectralBrain 0.1.0.
 
-Owns the spectral layer on top of (L, m):
+Owns the descriptor layer on top of ``eigenpairs`` (eigen.py):
 
-* ``eigenpairs``: SciPy ARPACK shift-invert ``eigsh(L, k, M, sigma=-0.01, which='LM',
-  tol=0)`` on the host (SpectralBrain's ``NumpyBackend``), sorted ascending and clipped
-  at 0; or the dense standardised route ``Ã = S L S``, ``S = diag(1/√m)``, full ``eigh``,
-  ``v = S ψ`` (SpectralBrain's GPU backends), run with CuPy on a CUDA backend or with
-  NumPy when asked for explicitly. ``method="auto"`` takes the dense CuPy route on a
-  CUDA backend for N <= ``dense_max`` and shift-invert otherwise (docs/laplacian.md, "Eigenpairs").
 * ``hks`` / ``wks`` and their default grids (docs/laplacian.md, "Heat kernel signature" and "Wave kernel signature"), including the E <= 28
   WKS fallback and ``shared_hks_times`` for cohorts. On the host they use the same
   NumPy expressions as SpectralBrain, so they reproduce ``compute_hks`` /
@@ -17,18 +11,13 @@ Owns the spectral layer on top of (L, m):
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.linalg import eigsh
 
 import kernelrt
 
 from .placement import cupy_or_none
 
 __all__ = [
-    "eigenpairs",
     "hks",
     "wks",
     "hks_times",
@@ -37,124 +26,7 @@ __all__ = [
     "hks_batch",
 ]
 
-logger = logging.getLogger("kernelrt.laplacian")
-
 ZERO_TOL = 1e-10  # eigenvalues at or below this are the constant mode(s)
-DENSE_MAX = 20000
-
-
-# -- eigenpairs --------------------------------------------------------------------------
-
-
-def _check_k(k, n: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
-        raise ValueError(f"k must be an int in [1, {n - 1}] for a {n}-vertex mesh (got {k!r})")
-    return int(k)
-
-
-def _host_csr(L):
-    if hasattr(L, "get") and not sp.issparse(L):  # cupyx sparse matrix
-        L = L.get()
-    if not sp.issparse(L):
-        raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
-    return L
-
-
-def _host_vector(m, n: int, name: str) -> np.ndarray:
-    a = m.get() if hasattr(m, "get") else (m.copy_to_host() if hasattr(m, "copy_to_host") else m)
-    a = np.asarray(a, dtype=np.float64)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (got {a.shape})")
-    return a
-
-
-def eigenpairs(
-    L,
-    m,
-    k: int = 100,
-    *,
-    backend=None,
-    method: str = "auto",
-    sigma: float = -0.01,
-    which: str = "LM",
-    tol: float = 0.0,
-    maxiter=None,
-    dense_max: int = DENSE_MAX,
-):
-    """The k smallest eigenpairs of ``L v = λ diag(m) v``, M-orthonormal, λ ascending, λ >= 0.
-
-    Args:
-        L: (N, N) symmetric stiffness matrix (scipy or cupyx sparse).
-        m: (N,) lumped mass (diagonal of M).
-        k: number of eigenpairs, 1 <= k < N.
-        backend: decides the "auto" method (see the module docstring).
-        method: "auto", "shift-invert" (SciPy ARPACK, host) or "dense" (standardised
-            dense eigh: CuPy on a CUDA backend, else NumPy on the host; O(N³), 8N² bytes).
-        sigma: ARPACK's shift (the dense route ignores sigma, which, tol and maxiter,
-            and logs a warning when they differ from SpectralBrain's defaults).
-        which: ARPACK's choice of eigenvalues around ``sigma``.
-        tol: ARPACK's relative tolerance.
-        maxiter: ARPACK's iteration limit.
-        dense_max: largest N the "auto" method sends to the dense route.
-
-    Returns:
-        ``(evals (k,), evecs (N, k))`` as host NumPy arrays. Eigenvector signs, and the
-        basis inside a degenerate eigenspace, are arbitrary.
-    """
-    L = _host_csr(L)
-    n = L.shape[0]
-    k = _check_k(k, n)
-    m = _host_vector(m, n, "m")
-    if method not in ("auto", "shift-invert", "dense"):
-        raise ValueError(f"method must be 'auto', 'shift-invert' or 'dense' (got {method!r})")
-    be = kernelrt.get_backend(backend)
-    cp = cupy_or_none(be)
-    if method == "auto":
-        if be.name == "cuda" and cp is not None and n <= dense_max:
-            method = "dense"
-        else:
-            if be.name == "cuda":
-                why = (f"CuPy is not installed (install it with {be.availability(be.device_id).install_command})"
-                       if cp is None else f"N = {n} > dense_max = {dense_max}")
-                logger.warning("eigenpairs: %s; using the CPU SciPy shift-invert solver", why)
-            method = "shift-invert"
-    if method == "dense":
-        if (sigma, which, tol, maxiter) != (-0.01, "LM", 0.0, None):
-            logger.warning("eigenpairs: sigma/which/tol/maxiter are ignored by the dense method")
-        with be.activated():  # CuPy on the backend's device
-            evals, evecs = _dense(L, m, k, cp)
-    else:
-        evals, evecs = _shift_invert(L, m, k, sigma, which, tol, maxiter)
-    order = np.argsort(evals)
-    return np.clip(evals[order], 0.0, None), evecs[:, order]
-
-
-def _shift_invert(L, m, k, sigma, which, tol, maxiter):
-    Lc = sp.csc_matrix(L, dtype=np.float64)
-    M = sp.diags(m, 0, shape=L.shape, format="csc")
-    # A fixed start vector: ARPACK's own random one comes from a generator whose state
-    # persists across calls, so which member of a degenerate cluster it occasionally
-    # misses (icospheres have many) changed from run to run. Not the constant vector:
-    # that is the λ = 0 eigenvector and would span a one-dimensional Krylov space.
-    v0 = np.random.default_rng(0).standard_normal(L.shape[0])
-    return eigsh(Lc, k=k, M=M, sigma=sigma, which=which, tol=tol, maxiter=maxiter, v0=v0)
-
-
-def _dense(L, m, k, cp):
-    s = 1.0 / np.sqrt(np.clip(m, 1e-20, None))
-    A = sp.csr_matrix(L).astype(np.float64).toarray()
-    A *= s[:, None]
-    A *= s[None, :]
-    A = 0.5 * (A + A.T)  # symmetric to the last bit, as eigh assumes
-    if cp is None:
-        w, psi = np.linalg.eigh(A)
-        return w[:k], s[:, None] * psi[:, :k]
-    A_dev = cp.asarray(A)
-    w, psi = cp.linalg.eigh(A_dev)
-    out = cp.asnumpy(w[:k]), s[:, None] * cp.asnumpy(psi[:, :k])
-    del A_dev, w, psi
-    cp.get_default_memory_pool().free_all_blocks()
-    return out
 
 
 # -- descriptor parameters -----------------------------------------------------------------

@@ -25,6 +25,8 @@ import kernelrt
 from .assembly import assemble_values
 from .batching import run_on_device
 from .buffers import HostBufferPool
+from .eigen import check_connected, eigenpairs
+from .factor import ShiftPattern
 from .inputs import (
     DegenerateMeshWarning,
     check_device_vertices,
@@ -97,6 +99,8 @@ class MeshTopology:
         self._device: dict[tuple, dict] = {}
         self._lock = threading.Lock()
         self._pool = HostBufferPool()  # recycles the host outputs of repeated assemblies
+        self._shift_pattern = None  # made by the first eigenpairs call
+        self._last_evecs: dict[int, np.ndarray] = {}
 
     # -- pattern -----------------------------------------------------------------------------
 
@@ -136,6 +140,27 @@ class MeshTopology:
         return [self.to_csr(v) for v in values]
 
     # -- tables on a backend ---------------------------------------------------------------------
+
+    def eigenpairs(self, L, m, k: int = 100, *, seed: bool = False, **options):
+        """``eigenpairs(L, m, k, **options)`` for a subject assembled on this topology.
+
+        The work that depends on the topology alone is done once, by the first subject:
+        the connected-component check and the shifted matrix's pattern (factor.py). With
+        ``seed=True`` the previous subject's eigenvectors (same k) start the solve.
+        """
+        with self._lock:
+            if self._shift_pattern is None:
+                p = self._pattern
+                Lc = sp.csr_matrix((np.zeros(self.nnz), p.indices, p.indptr), shape=(self.n_vertices,) * 2)
+                check_connected(Lc)
+                self._shift_pattern = ShiftPattern(Lc)
+            pattern = self._shift_pattern
+            start = self._last_evecs.get(k) if seed else None
+        result = eigenpairs(L, m, k, pattern=pattern, start=start, **options)
+        if seed:
+            with self._lock:
+                self._last_evecs[k] = result.evecs
+        return result
 
     def _tables(self, backend, variant: str) -> dict:
         """The kernel-facing tables on ``backend`` (copied to a device once, then cached)."""

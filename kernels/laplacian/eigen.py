@@ -1,0 +1,364 @@
+"""Smallest eigenpairs of ``L v = λ M v``: the routes, their checks and what they report.
+
+Owns ``eigenpairs`` (docs/laplacian.md, "Eigenpairs"): input checks made before any work
+(one connected component, k, shapes), the choice of route, the result with its residuals
+and M-orthonormality, and the error when a solver stops short. The routes:
+
+* ``"cholesky"`` (the CPU default): block Lanczos (lanczos.py) on the shift-invert
+  operator, solving with a sparse Cholesky factor (factor.py: cholespy, or SciPy's
+  SuperLU when cholespy is absent). 2.5-4x SpectralBrain's route (bench/bench_eigen.py).
+* ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
+* ``"dense"``: the standardised dense ``eigh`` (SpectralBrain's GPU route, N <= 20,000).
+* ``"chebyshev"``: Chebyshev-filtered subspace iteration (chebyshev.py), sparse products
+  only, on any backend: the route for large meshes on a GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.linalg import eigh
+from scipy.sparse.csgraph import connected_components
+from scipy.sparse.linalg import ArpackNoConvergence, eigsh
+from threadpoolctl import threadpool_limits
+
+import kernelrt
+
+from .eigen_errors import EigenConvergenceError
+from .chebyshev import chebyshev_eigenpairs
+from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
+from .lanczos import block_lanczos
+from .placement import cupy_or_none
+
+__all__ = ["eigenpairs", "Eigenpairs", "EigenConvergenceError", "DisconnectedMeshError", "METHODS"]
+
+logger = logging.getLogger("kernelrt.laplacian")
+
+METHODS = ("auto", "cholesky", "shift-invert", "dense", "chebyshev")
+DENSE_MAX = 20000
+DENSE_CPU_MAX = 2000
+SPECTRALBRAIN_SIGMA = -0.01
+
+
+class DisconnectedMeshError(ValueError):
+    """The mesh has several connected components, so λ = 0 has several eigenvectors."""
+
+
+class Eigenpairs(tuple):
+    """``(evals, evecs)``, unpacking as before, with what the solve reached.
+
+    Attributes:
+        evals: (k,) eigenvalues, ascending, clipped at 0.
+        evecs: (N, k) M-orthonormal eigenvectors.
+        method: the route that ran ("cholesky", "shift-invert", "dense", "chebyshev").
+        factor: the factorisation library ("cholespy", "superlu") or None.
+        residuals: (k,) ``‖L v - λ M v‖ / ‖λ M v‖``; for the null pair ``‖L v‖ / (λ₁ ‖M v‖)``.
+        m_orthonormality: ``max |Vᵀ M V - I|``.
+        products: operator applications (solves or sparse products, in columns), if counted.
+        seconds: wall time of the whole call (checks, solve and this report).
+    """
+
+    def __new__(cls, evals, evecs, **info):
+        self = super().__new__(cls, (evals, evecs))
+        self.__dict__.update(info)
+        return self
+
+    evals = property(lambda self: self[0])
+    evecs = property(lambda self: self[1])
+
+    @property
+    def route(self) -> str:
+        return f"{self.method} ({self.factor})" if self.factor else self.method
+
+    def summary(self) -> str:
+        return (f"{self.route}: {len(self[0])} pairs in {self.seconds:.2f} s, max residual "
+                f"{self.residuals.max():.1e}, M-orthonormality {self.m_orthonormality:.1e}")
+
+
+def _check_k(k, n: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
+        raise ValueError(f"k must be an int in [1, {n - 1}] for a {n}-vertex mesh (got {k!r})")
+    return int(k)
+
+
+def _host_csr(L):
+    if hasattr(L, "get") and not sp.issparse(L):  # cupyx sparse matrix
+        L = L.get()
+    if not sp.issparse(L):
+        raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
+    if L.ndim != 2 or L.shape[0] != L.shape[1]:
+        raise ValueError(f"L must be square (got shape {L.shape})")
+    return L
+
+
+def _host_vector(m, n: int, name: str) -> np.ndarray:
+    a = m.get() if hasattr(m, "get") else (m.copy_to_host() if hasattr(m, "copy_to_host") else m)
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},) (got {a.shape})")
+    if not np.all(a > 0):
+        raise ValueError(f"{name} must be positive everywhere (got min {a.min():g})")
+    return a
+
+
+def check_connected(L) -> None:
+    """Raise ``DisconnectedMeshError`` when L's graph has several components."""
+    count, labels = connected_components(L, directed=False)
+    if count > 1:
+        sizes = np.sort(np.bincount(labels))[::-1]
+        shown = ", ".join(str(s) for s in sizes[:5]) + (", ..." if count > 5 else "")
+        isolated = int(np.count_nonzero(sizes == 1))
+        hint = (f" ({isolated} of them single vertices, likely referenced by no face: drop them)"
+                if isolated else "")
+        raise DisconnectedMeshError(
+            f"the mesh has {count} connected components (vertex counts {shown}){hint}, so λ = 0 has "
+            f"{count} eigenvectors and any basis of them is as good: compute the eigenpairs of each "
+            "component separately (scipy.sparse.csgraph.connected_components gives the labels)"
+        )
+
+
+def default_sigma(m: np.ndarray) -> float:
+    """SpectralBrain's σ = -0.01 on the unit sphere, scaled with the surface's area.
+
+    Shift-invert converges like the ratios of 1/(λ - σ); λ₁ scales like 1/area, so a
+    fixed σ that is far below λ₁ on a unit sphere crowds every θ together on a
+    mm-scale cortex (area ~1e5 mm², λ₁ ~ 2.5e-4). Scaling keeps λ₁/|σ| = 200.
+    """
+    return SPECTRALBRAIN_SIGMA * 4.0 * np.pi / float(m.sum())
+
+
+def report(L, m, evals, evecs):
+    """Relative residuals per pair and ``max |VᵀMV - I|`` (the null pair against λ₁)."""
+    MV = m[:, None] * evecs
+    R = L @ evecs - MV * evals
+    scale = np.abs(evals)
+    positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
+    floor = float(positive.min()) if positive.size else 1.0
+    residuals = np.linalg.norm(R, axis=0) / (np.maximum(scale, floor) * np.linalg.norm(MV, axis=0))
+    gram = evecs.T @ MV
+    return residuals, float(np.abs(gram - np.eye(len(evals))).max())
+
+
+def eigenpairs(
+    L,
+    m,
+    k: int = 100,
+    *,
+    backend=None,
+    method: str = "auto",
+    sigma: float | None = None,
+    which: str = "LM",
+    tol: float | None = None,
+    maxiter=None,
+    dense_max: int = DENSE_MAX,
+    factor: str = "auto",
+    start=None,
+    progress=None,
+    pattern: ShiftPattern | None = None,
+):
+    """The k smallest eigenpairs of ``L v = λ diag(m) v``, M-orthonormal, λ ascending, λ >= 0.
+
+    Args:
+        L: (N, N) symmetric stiffness matrix (scipy or cupyx sparse) of a connected mesh.
+        m: (N,) lumped mass (diagonal of M), positive.
+        k: number of eigenpairs, 1 <= k < N.
+        backend: decides the "auto" method.
+        method: "auto" (dense on a CUDA backend with CuPy for N <= dense_max, Chebyshev on
+            one beyond, Cholesky on the CPU), "cholesky", "shift-invert", "dense" or
+            "chebyshev" (see the module docstring).
+        sigma: the shift (< 0) of "cholesky" (default ``default_sigma(m)``) and
+            "shift-invert" (default SpectralBrain's -0.01).
+        which: ARPACK's choice around sigma ("shift-invert" only).
+        tol: relative residual target; None is each route's default ("cholesky" 1e-12 on
+            the shift-inverted operator, ARPACK 0 = machine precision, Chebyshev 1e-10).
+        maxiter: iteration limit (restarts, ARPACK iterations, filter passes).
+        dense_max: largest N the "auto" method sends to the dense route.
+        factor: "auto", "cholespy" or "superlu" for "cholesky".
+        start: optional (N, j) vectors to start from ("cholesky", "chebyshev"): a
+            previous, similar mesh's eigenvectors make the solve shorter.
+        progress: None, True (a bar on a terminal) or ``callable(n_converged, k)``.
+        pattern: the ``ShiftPattern`` of a connected topology (``MeshTopology.eigenpairs``
+            passes its own, so a cohort skips the pattern work and the component check).
+
+    Returns:
+        ``Eigenpairs``: unpacks as ``(evals (k,), evecs (N, k))``, host NumPy arrays, and
+        reports the route, residuals and M-orthonormality. Eigenvector signs, and the
+        basis inside a degenerate eigenspace, are arbitrary.
+
+    Raises:
+        DisconnectedMeshError: several connected components (several λ = 0).
+        EigenConvergenceError: the iteration limit came first; says what was reached.
+    """
+    t0 = time.perf_counter()
+    L = _host_csr(L)
+    n = L.shape[0]
+    k = _check_k(k, n)
+    m = _host_vector(m, n, "m")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))} (got {method!r})")
+    if sigma is not None and not (np.isfinite(sigma) and sigma < 0):
+        raise ValueError(f"sigma must be a finite number < 0, so that L - sigma M is positive definite (got {sigma!r})")
+    if start is not None:
+        start = np.asarray(start, dtype=np.float64)
+        if start.ndim != 2 or start.shape[0] != n or start.shape[1] > n // 2:
+            raise ValueError(f"start must have shape ({n}, j) with j <= {n // 2} (got {start.shape})")
+    be = kernelrt.get_backend(backend)
+    method = _choose(method, be, n, dense_max)
+    library = factor_library(factor) if method == "cholesky" else None
+    sizes = krylov_sizes(k, n) if method == "cholesky" else None
+    if pattern is None:
+        check_connected(L)
+    elif not pattern.matches(L):
+        raise ValueError("L does not have this topology's sparsity pattern (was it assembled from another mesh?)")
+    with _progress_callback(progress, k, method) as callback:
+        if method == "cholesky":
+            evals, evecs, products = _cholesky(L, m, k, sigma, tol, maxiter, library, start, callback, pattern, sizes)
+        elif method == "shift-invert":
+            evals, evecs, products = _shift_invert(L, m, k, sigma, which, tol, maxiter)
+        elif method == "chebyshev":
+            kw = {"tol": tol} if tol is not None else {}
+            if maxiter is not None:
+                kw["maxiter"] = maxiter
+            evals, evecs, info = chebyshev_eigenpairs(L, m, k, backend=be, v0=start, progress=callback, **kw)
+            products = info["products"]
+        else:
+            if (sigma, tol, maxiter) != (None, None, None):
+                logger.warning("eigenpairs: sigma/tol/maxiter are ignored by the dense method")
+            with be.activated():  # CuPy on the backend's device
+                evals, evecs = _dense(L, m, k, cupy_or_none(be))
+            products = None
+    order = np.argsort(evals)
+    evals, evecs = np.clip(evals[order], 0.0, None), np.ascontiguousarray(evecs[:, order])
+    residuals, m_orth = report(L, m, evals, evecs)
+    result = Eigenpairs(evals, evecs, method=method, factor=library, residuals=residuals,
+                        m_orthonormality=m_orth, products=products, seconds=time.perf_counter() - t0)
+    logger.info("eigenpairs: %s", result.summary())
+    return result
+
+
+def _choose(method: str, be, n: int, dense_max: int) -> str:
+    if method != "auto":
+        return method
+    if be.name != "cuda":
+        # a small mesh's dense eigh takes well under a second, and Krylov needs room
+        return "dense" if n <= DENSE_CPU_MAX else "cholesky"
+    if cupy_or_none(be) is None:
+        logger.warning("eigenpairs: CuPy is not installed (install it with %s); using the CPU Cholesky route",
+                       be.availability(be.device_id).install_command)
+        return "cholesky"
+    return "dense" if n <= dense_max else "chebyshev"
+
+
+class _progress_callback:
+    """A tqdm bar over converged pairs (drawn on a terminal only), or the caller's callable."""
+
+    def __init__(self, progress, k: int, method: str):
+        self.bar, self.callback = None, progress if callable(progress) else None
+        if progress is True:
+            from tqdm import tqdm  # noqa: PLC0415
+
+            # disable=None: no bar unless stderr is a terminal (a log file gets no frames)
+            self.bar = tqdm(total=k, desc=f"eigenpairs ({method})", unit="pair", disable=None, leave=False)
+
+    def __enter__(self):
+        if self.bar is None:
+            return self.callback
+
+        def update(done, k):
+            self.bar.update(done - self.bar.n)
+
+        return update
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+        return False
+
+
+def krylov_sizes(k: int, n: int) -> dict:
+    """Block width, kept Ritz vectors and basis size of the Cholesky route.
+
+    Measured on noisy ico7 (163,842 vertices, one BLAS thread): blocks of 4 need the
+    fewest solves that still go several columns at a time (k = 100: 324-340 columns
+    against 424 with 8 and 592 with 16), and a basis of ~2.4k balances restarts against
+    the reorthogonalisation, which reads the whole basis once per block (k = 50: 4.5 s
+    against 5.2 s with 2k or 3k).
+    """
+    block = 4
+    keep = k + max(16, k // 5)
+    basis = max(int(2.4 * k), keep + 3 * block)
+    if basis + 2 * block > n:
+        raise ValueError(
+            f"method='cholesky' needs N >= {basis + 2 * block} vertices for k = {k} (got N = {n}): "
+            "use method='dense' for a mesh this small"
+        )
+    return {"block": block, "keep": keep, "basis": basis}
+
+
+def _cholesky(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, sizes):
+    sigma = default_sigma(m) if sigma is None else float(sigma)
+    if pattern is None:
+        L = with_full_diagonal(L)
+        pattern = ShiftPattern(L)
+    fac = ShiftedFactor(pattern, pattern.shifted_values(L, m, sigma), library)
+    logger.info("eigenpairs: Cholesky route, factor by %s, sigma = %.3g", library, sigma)
+    root = np.sqrt(m)
+
+    def apply(X):  # S = M^½ A⁻¹ M^½, symmetric, eigenvalues 1 / (λ - σ)
+        return fac.solve(root[:, None] * X) * root[:, None]
+
+    seed = None if start is None else start * root[:, None]
+    # One BLAS thread: the products are tall and thin, so memory-bound, and a second
+    # OpenBLAS thread only helps an idle machine (12.1 s against 12.5 s at ico7,
+    # k = 100); beside any other busy thread it made a solve 10-20x slower.
+    with threadpool_limits(limits=1, user_api="blas"):
+        theta, Y, _, info = block_lanczos(
+            apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
+            maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
+        )
+    # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain
+    # k x k eigh): it undoes the ~1e-11 mixing that the final orthonormalisation spreads
+    # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
+    X = Y / root[:, None]
+    lam, C = eigh(X.T @ (L @ X))
+    return lam, X @ C, info["products"]
+
+
+def _shift_invert(L, m, k, sigma, which, tol, maxiter):
+    Lc = sp.csc_matrix(L, dtype=np.float64)
+    M = sp.diags(m, 0, shape=L.shape, format="csc")
+    # A fixed start vector: ARPACK's own random one comes from a generator whose state
+    # persists across calls, so which member of a degenerate cluster it occasionally
+    # misses (icospheres have many) changed from run to run. Not the constant vector:
+    # that is the λ = 0 eigenvector and would span a one-dimensional Krylov space.
+    v0 = np.random.default_rng(0).standard_normal(L.shape[0])
+    sigma = SPECTRALBRAIN_SIGMA if sigma is None else sigma
+    try:
+        evals, evecs = eigsh(Lc, k=k, M=M, sigma=sigma, which=which, tol=0.0 if tol is None else tol,
+                             maxiter=maxiter, v0=v0)
+    except ArpackNoConvergence as exc:
+        raise EigenConvergenceError(
+            f"ARPACK: {len(exc.eigenvalues)} of {k} eigenpairs converged within maxiter = {maxiter}",
+            evals=exc.eigenvalues, n_converged=len(exc.eigenvalues),
+        ) from exc
+    return evals, evecs, None
+
+
+def _dense(L, m, k, cp):
+    s = 1.0 / np.sqrt(m)
+    A = sp.csr_matrix(L).astype(np.float64).toarray()
+    A *= s[:, None]
+    A *= s[None, :]
+    A = 0.5 * (A + A.T)  # symmetric to the last bit, as eigh assumes
+    if cp is None:
+        w, psi = np.linalg.eigh(A)
+        return w[:k], s[:, None] * psi[:, :k]
+    A_dev = cp.asarray(A)
+    w, psi = cp.linalg.eigh(A_dev)
+    out = cp.asnumpy(w[:k]), s[:, None] * cp.asnumpy(psi[:, :k])
+    del A_dev, w, psi
+    cp.get_default_memory_pool().free_all_blocks()
+    return out

@@ -1,0 +1,162 @@
+"""Block Lanczos with thick restarts (Krylov–Schur) for the largest eigenpairs of an SPD operator.
+
+Owns the Krylov iteration of the Cholesky route (eigen.py): shift-invert hands it
+``S = M^½ (L - σM)⁻¹ M^½``, whose largest eigenvalues θ = 1/(λ - σ) are the smallest λ.
+
+Why not ARPACK (what SciPy's ``eigsh`` and SpectralBrain use): ARPACK applies the operator
+one vector at a time and reorthogonalises with matrix-vector products, ~10 s of 20 s at
+163,842 vertices and k = 100 (docs/laplacian.md). Here the operator takes a block of
+``b`` vectors, which a sparse Cholesky solves ~2.3x faster per column than one at a
+time, and every orthogonalisation is a matrix-matrix product (BLAS 3). A block also
+finds whole multiplets (spheres have eigenvalues of multiplicity 2l + 1) instead of one
+member at a time.
+
+The iteration keeps ``S V = V H + Q B`` exact (full reorthogonalisation, twice: classical
+Gram–Schmidt is stable only when repeated). At a restart the best ``keep`` Ritz vectors
+stay, with the last residual block; the residual norm of Ritz pair i is ``‖B y_i‖``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cholesky, eigh, solve_triangular
+
+from .eigen_errors import EigenConvergenceError
+
+__all__ = ["block_lanczos"]
+
+
+def _orthonormal_block(W, V, rng):
+    """Q, R with W = Q R, Q orthonormal and orthogonal to V; dependent columns replaced.
+
+    A column that orthogonalisation cancels (the block met an invariant subspace) gets a
+    random direction instead, with a zero row in R, so the basis keeps growing.
+    """
+    try:  # Cholesky QR twice: two GEMMs, ~5x faster than Householder on tall blocks
+        R1 = cholesky(W.T @ W, lower=False)
+        Q = solve_triangular(R1, W.T, trans="T", lower=False).T
+        R2 = cholesky(Q.T @ Q, lower=False)
+        Q = solve_triangular(R2, Q.T, trans="T", lower=False).T
+        R = R2 @ R1
+        if np.abs(np.diag(R)).min() > 1e-6 * np.abs(np.diag(R)).max():
+            return np.ascontiguousarray(Q), R
+    except np.linalg.LinAlgError:  # nearly dependent columns: Householder, then mend
+        pass
+    Q, R = np.linalg.qr(W)
+    scale = max(float(np.abs(np.diag(R)).max(initial=0.0)), 1e-300)
+    weak = np.flatnonzero(np.abs(np.diag(R)) < 1e-10 * scale)
+    for j in weak:
+        x = rng.standard_normal(W.shape[0])
+        for basis in (V, Q):  # twice, as everywhere else
+            x -= basis @ (basis.T @ x)
+            x -= basis @ (basis.T @ x)
+        Q[:, j] = x / np.linalg.norm(x)
+        R[j, :] = 0.0
+    return Q, R
+
+
+def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None = None, keep: int | None = None,
+                  tol: float = 1e-12, maxiter: int = 100, start=None, progress=None, check_every: int = 2):
+    """The k largest eigenpairs of a symmetric positive definite operator.
+
+    Args:
+        apply: ``apply(X) -> S X`` for X of shape (n, b), C-contiguous float64.
+        n: the operator's size.
+        k: pairs wanted.
+        block: vectors per application (the start block may be wider: see ``start``).
+        basis: basis size before a restart (default ``max(2k, keep + 3 block)``).
+        keep: Ritz vectors kept at a restart (default ``k + block``).
+        tol: a pair has converged when ``‖S y - θ y‖ <= tol θ``.
+        maxiter: restarts allowed.
+        start: optional (n, j) start vectors (e.g. a previous solve's); random columns
+            fill the first block up to ``block``. A wider start makes a wider block.
+        progress: optional ``progress(n_converged, k)`` after each Rayleigh–Ritz step.
+        check_every: blocks between Rayleigh–Ritz steps (and at every restart).
+
+    Returns:
+        ``(theta (k,) descending, Y (n, k) orthonormal, residuals (k,), info)``, info with
+        ``products`` (operator columns applied) and ``restarts``.
+    """
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, block))
+    if start is not None and start.shape[1]:
+        # random combinations of the start vectors: a block that lies (nearly) in the
+        # wanted subspace, with the block width of a fresh start
+        X = start @ rng.standard_normal((start.shape[1], block))
+    w = X.shape[1]
+    keep = min(k + block if keep is None else keep, n - w)
+    size = min(max(2 * k, keep + 3 * w) if basis is None else max(basis, keep + 2 * w), n - w)
+    V = np.empty((n, size + 2 * w))
+    H = np.zeros((size + 2 * w, size + 2 * w))
+    V[:, :w], _ = _orthonormal_block(X, V[:, :0], rng)
+    low, applied, cur, products, restarts, unchecked = 0, 0, w, 0, 0, 0
+    while True:
+        W = np.ascontiguousarray(apply(np.ascontiguousarray(V[:, applied:cur])))
+        products += W.shape[1]
+        Vc = V[:, :cur]
+        C = np.zeros((cur, W.shape[1]))
+        # The three-term recurrence first: in exact arithmetic S V_j touches only the
+        # blocks j - 1, j, j + 1 (all kept vectors after a restart), so this removes
+        # nearly everything and one pass over the whole basis mends the rest (~1e-12 of
+        # W). Reading the basis is the iteration's main cost (memory-bound), so a second
+        # full pass runs only where cancellation says orthogonality was lost.
+        local = V[:, low:cur]
+        C[low:] = local.T @ W
+        W -= local @ C[low:]
+        norms = np.linalg.norm(W, axis=0)
+        for _ in range(2):
+            C2 = Vc.T @ W
+            W -= Vc @ C2
+            C += C2
+            after = np.linalg.norm(W, axis=0)
+            if np.all(after > 0.5 * norms):
+                break
+            norms = after
+        H[:cur, applied:cur] = C
+        H[applied:cur, :cur] = C.T
+        Q, R = _orthonormal_block(W, Vc, rng)
+        V[:, cur:cur + w] = Q
+        H[cur:cur + w, applied:cur] = R
+        H[applied:cur, cur:cur + w] = R.T
+        low, applied, cur = applied, cur, cur + w
+        unchecked += 1
+        full = cur >= size
+        # Rayleigh–Ritz every few blocks, not only at restarts: a solve that converges
+        # mid-basis stops there (an eigh of the small H costs far less than a block)
+        if applied < k + w or not (full or unchecked >= check_every):
+            continue
+        unchecked = 0
+        theta, Y = eigh(H[:applied, :applied])
+        theta, Y = theta[::-1], Y[:, ::-1]
+        residuals = np.linalg.norm(H[applied:cur, :applied] @ Y, axis=0)
+        relative = residuals[:k] / np.abs(theta[:k])
+        done = relative <= tol
+        if progress is not None:
+            progress(int(np.count_nonzero(done)), k)
+        if done.all():
+            break
+        if not full:
+            continue
+        if restarts >= maxiter:
+            raise EigenConvergenceError(
+                f"block Lanczos: {int(done.sum())} of {k} eigenpairs converged after {maxiter} restarts "
+                f"({products} operator columns); worst relative residual {relative.max():.2e} > tol = {tol:g}",
+                evals=theta[:k], residuals=relative, n_converged=int(done.sum()),
+            )
+        restarts += 1
+        # thick restart: the best `keep` Ritz vectors, then the residual block
+        B = H[applied:cur, :applied] @ Y[:, :keep]
+        V[:, :keep] = V[:, :applied] @ Y[:, :keep]
+        V[:, keep:keep + w] = V[:, applied:cur]
+        H[:] = 0.0
+        H[:keep, :keep] = np.diag(theta[:keep])
+        H[keep:keep + w, :keep] = B
+        H[:keep, keep:keep + w] = B.T
+        low, applied, cur = 0, keep, keep + w
+    vectors = V[:, :applied] @ Y[:, :k]
+    # One reorthogonalisation pass leaves the basis orthogonal to ~1e-11 of the largest
+    # θ; Löwdin's symmetric orthonormalisation mends that with the smallest change to
+    # each vector (G^-½ is I to ~1e-11, far below the residuals).
+    w_gram, u_gram = eigh(vectors.T @ vectors)
+    vectors = vectors @ ((u_gram / np.sqrt(w_gram)) @ u_gram.T)
+    return theta[:k], vectors, relative, {"products": products, "restarts": restarts}
