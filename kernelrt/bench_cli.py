@@ -1,11 +1,12 @@
 """``kernelrt bench``: run the suites in bench/, write one results JSON, optionally plot.
 
 The suites are pytest-benchmark modules (bench/bench_<suite>.py) that tag every
-benchmark with ``group`` (one case) and ``extra_info``: ``role`` ("kernelrt" or "peer"),
-``peer`` (its name), and for plots ``figure``, ``x``, ``x_label`` and optionally
-``bytes`` (memory traffic, for bandwidth) and ``peak_bandwidth``. Here the pairs become
-ratios (peer time / kernelrt time, so > 1 means kernelrt is faster) measured in the same
-run, and the file records the device, the versions and the commit.
+benchmark with ``group`` (one case) and ``extra_info``: ``role`` ("kernelrt" or "peer";
+"variant" for another kernelrt route: plotted, not in the ratios), ``peer`` (its name),
+and for plots ``figure``, ``x``, ``x_label`` and optionally ``bytes`` (memory traffic, for
+bandwidth) and ``peak_bandwidth``. Here the pairs become ratios (peer time / kernelrt time,
+so > 1 means kernelrt is faster) measured in the same run, and the file records the
+device, the versions and the commit.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .discovery import cpu_name, host_memory_info, package_versions, probe
 
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
-SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian")
+SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen")
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
     candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]

@@ -6,7 +6,7 @@ and M-orthonormality, and the error when a solver stops short. The routes:
 
 * ``"cholesky"`` (the CPU default): block Lanczos (lanczos.py) on the shift-invert
   operator, solving with a sparse Cholesky factor (factor.py: cholespy, or SciPy's
-  SuperLU when cholespy is absent). 2.5-4x SpectralBrain's route (bench/bench_eigen.py).
+  SuperLU when cholespy is absent). 2.0-2.5x SpectralBrain's route (bench/bench_eigen.py).
 * ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
 * ``"dense"``: the standardised dense ``eigh`` (SpectralBrain's GPU route, N <= 20,000).
 * ``"chebyshev"``: Chebyshev-filtered subspace iteration (chebyshev.py), sparse products
@@ -172,7 +172,7 @@ def eigenpairs(
         sigma: the shift (< 0) of "cholesky" (default ``default_sigma(m)``) and
             "shift-invert" (default SpectralBrain's -0.01).
         which: ARPACK's choice around sigma ("shift-invert" only).
-        tol: relative residual target; None is each route's default ("cholesky" 1e-12 on
+        tol: relative residual target; None is each route's default ("cholesky" 1e-13 on
             the shift-inverted operator, ARPACK 0 = machine precision, Chebyshev 1e-10).
         maxiter: iteration limit (restarts, ARPACK iterations, filter passes).
         dense_max: largest N the "auto" method sends to the dense route.

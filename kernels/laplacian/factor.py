@@ -5,9 +5,9 @@ Owns the choice of factorisation library and its multi-column solve:
 * **cholespy** (CHOLMOD with METIS inside; BSD-3 wrapper, wheels for Linux x86-64, macOS
   and Windows): a Cholesky factor of the symmetric positive definite ``A`` (σ < 0). Its
   solve takes a whole block of right-hand sides, ~8 ms a column at 163,842 vertices
-  against ~19 ms for one column alone (bench/bench_eigen.py measures it).
+  against ~19 ms for one column alone (measured here, blocks of 8).
 * **SuperLU** (SciPy) when cholespy is not installed: the factor SpectralBrain's route
-  uses, about 2.5x slower to factor and 3x slower per column.
+  uses, 2-3x slower to factor and per column.
 
 ``A`` is built from L's CSR arrays without a sparse-matrix sum: its pattern is L's
 (every diagonal entry is stored, see pattern.py), so the shift touches only the diagonal.

@@ -68,8 +68,8 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         keep: Ritz vectors kept at a restart (default ``k + block``).
         tol: a pair has converged when ``‖S y - θ y‖ <= tol θ``.
         maxiter: restarts allowed.
-        start: optional (n, j) start vectors (e.g. a previous solve's); random columns
-            fill the first block up to ``block``. A wider start makes a wider block.
+        start: optional (n, j) start vectors (e.g. a previous solve's): random
+            combinations of them form the first block.
         progress: optional ``progress(n_converged, k)`` after each Rayleigh–Ritz step.
         check_every: blocks between Rayleigh–Ritz steps (and at every restart).
 

@@ -141,12 +141,14 @@ class MeshTopology:
 
     # -- tables on a backend ---------------------------------------------------------------------
 
-    def eigenpairs(self, L, m, k: int = 100, *, seed: bool = False, **options):
+    def eigenpairs(self, L, m, k: int = 100, *, seed: bool = True, **options):
         """``eigenpairs(L, m, k, **options)`` for a subject assembled on this topology.
 
         The work that depends on the topology alone is done once, by the first subject:
         the connected-component check and the shifted matrix's pattern (factor.py). With
-        ``seed=True`` the previous subject's eigenvectors (same k) start the solve.
+        ``seed=True`` the previous subject's eigenvectors (same k, kept on the topology)
+        start the solve: ~20% fewer products on the Chebyshev route, no change on the
+        Cholesky route (docs/laplacian.md, "Cohorts").
         """
         with self._lock:
             if self._shift_pattern is None:

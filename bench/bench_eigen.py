@@ -1,0 +1,337 @@
+"""Eigenpair benchmarks: ``kernelrt.kernels.laplacian.eigenpairs`` against SpectralBrain 0.1.0.
+
+The k smallest pairs of ``L v = λ M v`` (cotangent L, lumped m, from ``MeshTopology.assemble``)
+on icospheres, every route of a case in one group so that ratios come from the same run:
+
+* ``eigen-k<k>-ico<l>``, l in (6, 7), k in (50, 100): SpectralBrain's
+  ``NumpyBackend.eigsh(L, M, k)`` (ARPACK shift-invert, σ = -0.01, SuperLU; peer),
+  kernelrt ``method="cholesky"`` with cholespy (kernelrt), the same with
+  ``factor="superlu"`` (the fallback; role "variant"), ARPACK's same call with
+  ``OPinv`` = a cholespy solve of L + 0.01 M (EIGEN_NOTES' reference; peer
+  "arpack+cholespy") and ``method="chebyshev"`` (variant; on a CPU backend at the first
+  level only, being the GPU route; at every level on a CUDA backend).
+* ``eigen-k100-ico8`` (655,362 vertices): SpectralBrain and kernelrt cholesky only
+  (plus Chebyshev on a CUDA backend); off with ``KERNELRT_BENCH_EIGEN_L8=0``.
+* ``eigen-cohort-ico6x10``: 10 subjects ``noisy_icosphere(6, 0.1, seed=s)`` on one
+  ``MeshTopology``, k = 50: SpectralBrain per subject vs ``topo.eigenpairs``.
+
+Quick (``--quick``, ``KERNELRT_BENCH_QUICK=1``): levels 4 and 5, k = 20, no ico8, a
+3-subject cohort at level 4 (k = 50). One round per entry (solves take seconds to minutes).
+Each entry's extra_info: ``peak_bytes`` (the solve's peak RSS above its inputs, in a
+fresh process; ``KERNELRT_BENCH_EIGEN_RSS=0`` skips it, halving the run),
+``eigen_max_rel_diff`` (max over λ_ref > 1e-10 of |λ - λ_ref| / λ_ref against the
+SpectralBrain run of the same case), ``max_residual``, ``m_orthonormality``, ``products``.
+"variant" entries are plotted but left out of the peer/kernelrt ratios (one kernelrt per group).
+
+Run: ``kernelrt bench eigen [--quick] [--plot]`` (or ``python -m pytest bench/bench_eigen.py
+--benchmark-enable``); ``python bench/bench_eigen.py [--quick]`` prints ``run()``'s dict as
+JSON. Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import importlib.util
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+QUICK = os.environ.get("KERNELRT_BENCH_QUICK", "") not in ("", "0")
+LEVEL8 = os.environ.get("KERNELRT_BENCH_EIGEN_L8", "1") not in ("", "0")
+RSS = os.environ.get("KERNELRT_BENCH_EIGEN_RSS", "1") not in ("", "0")
+SIGMA = -0.01  # SpectralBrain's shift, also for the arpack+cholespy reference
+COHORT_K = 50
+ROUTES = ("spectralbrain", "cholesky", "cholesky-superlu", "arpack+cholespy", "chebyshev")
+# the peer first in every case: its eigenvalues are the reference of the others
+REFERENCE: dict = {}
+
+
+def _have(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a parent package that fails to import
+        return False
+
+
+def levels_and_ks(quick: bool = QUICK):
+    return ((4, 5), (20,)) if quick else ((6, 7), (50, 100))
+
+
+def cases(quick: bool = QUICK) -> list[tuple[int, int, str]]:
+    """(level, k, route) in run order: by level, then k, the peer first."""
+    levels, ks = levels_and_ks(quick)
+    out = [(level, k, r) for level in levels for k in ks for r in ROUTES]
+    if LEVEL8 and not quick:  # SpectralBrain needs ~200 s and ~4 GB here: the two main routes only
+        out += [(8, 100, r) for r in ("spectralbrain", "cholesky", "chebyshev")]
+    return out
+
+
+def label(route: str, backend_name: str = "cpu") -> tuple[str, str | None]:
+    """(role, peer name) of a route."""
+    return {"spectralbrain": ("peer", "spectralbrain 0.1.0 eigsh (ARPACK + SuperLU)"),
+            "cholesky": ("kernelrt", None),
+            "cholesky-superlu": ("variant", "kernelrt cholesky (superlu fallback)"),
+            "arpack+cholespy": ("peer", "arpack+cholespy"),
+            "chebyshev": ("variant", f"kernelrt chebyshev ({backend_name})")}[route]
+
+
+def unavailable(route: str, level: int, backend_name: str, quick: bool = QUICK) -> str | None:
+    """Why a route does not run in this case here, or None."""
+    needs = {"spectralbrain": "spectralbrain", "arpack+cholespy": "cholespy", "cholesky": "cholespy",
+             "chebyshev": "kernelrt.kernels.laplacian.chebyshev"}
+    if route in needs and not _have(needs[route]):
+        return f"{needs[route]} is not installed"
+    if route == "chebyshev" and backend_name != "cuda" and level != levels_and_ks(quick)[0][0]:
+        return "chebyshev on the CPU backend runs at the first level only (it is the GPU route)"
+    return None
+
+
+@functools.cache
+def inputs(level: int):
+    """(L, m) of icosphere(level), assembled by kernelrt on the CPU (the same for every route)."""
+    from kernelrt.kernels.laplacian import MeshTopology, icosphere
+
+    V, F = icosphere(level)
+    return MeshTopology(F, len(V)).assemble(V, "cpu")
+
+
+def _peer_eigsh(L, m, k):
+    from scipy.sparse import diags
+    from spectralbrain.core.backends import NumpyBackend
+
+    return NumpyBackend.eigsh(L, diags(m, format="csc"), k=k)  # sorts ascending, clips at 0
+
+
+def _arpack_cholespy(L, m, k):
+    import cholespy
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    n = L.shape[0]
+    A = sp.csr_matrix(L - SIGMA * sp.diags(m))  # SPD for σ < 0
+    A.sort_indices()
+    fac = cholespy.CholeskySolverD(n, A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data,
+                                   cholespy.MatrixType.CSR)
+
+    def solve(b):
+        x, b = np.empty(n), np.ascontiguousarray(b, dtype=np.float64).reshape(n)
+        fac.solve(b, x)
+        return x
+
+    # ARPACK's call as SpectralBrain makes it (tol = 0, its own v0), only (L - σM)⁻¹ differs
+    w, v = eigsh(sp.csc_matrix(L), k=k, M=sp.diags(m, format="csc"), sigma=SIGMA, which="LM", tol=0.0,
+                 OPinv=LinearOperator((n, n), matvec=solve, dtype=np.float64))
+    order = np.argsort(w)
+    return np.clip(w[order], 0.0, None), v[:, order]
+
+
+def solve(route: str, L, m, k: int, backend="cpu"):
+    """Run one route: an ``Eigenpairs`` for kernelrt's routes, ``(evals, evecs)`` for the peers."""
+    from kernelrt.kernels.laplacian import eigenpairs
+
+    if route == "spectralbrain":
+        return _peer_eigsh(L, m, k)
+    if route == "arpack+cholespy":
+        return _arpack_cholespy(L, m, k)
+    if route == "chebyshev":
+        return eigenpairs(L, m, k, backend=backend, method="chebyshev")
+    return eigenpairs(L, m, k, backend="cpu", method="cholesky",
+                      factor="superlu" if route == "cholesky-superlu" else "cholespy")
+
+
+@functools.cache
+def warm(route: str, backend_name: str = "cpu") -> None:
+    """A tiny solve first: imports and kernel compilation stay out of the timed one."""
+    solve(route, *inputs(2), 10, backend_name)
+
+
+def report(L, m, evals, evecs) -> tuple[float, float]:
+    """Max ``‖L v - λ M v‖ / (max(λ, λ₁) ‖M v‖)`` and ``max |VᵀMV - I|``: Eigenpairs' measure, same for all routes."""
+    MV = m[:, None] * evecs
+    positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
+    scale = np.maximum(np.abs(evals), float(positive.min()) if positive.size else 1.0)
+    residuals = np.linalg.norm(L @ evecs - MV * evals, axis=0) / (scale * np.linalg.norm(MV, axis=0))
+    return float(residuals.max()), float(np.abs(evecs.T @ MV - np.eye(len(evals))).max())
+
+
+def metrics(L, m, result, ref=None) -> dict:
+    """Residual, M-orthonormality, products and the eigenvalue difference to ``ref``."""
+    evals, evecs = result
+    out = {"products": getattr(result, "products", None)}
+    if hasattr(result, "route"):
+        out.update(route=result.route, solve_s=result.seconds, reported_max_residual=float(np.max(result.residuals)))
+    out["max_residual"], out["m_orthonormality"] = report(L, m, evals, evecs)
+    if ref is not None:
+        keep = ref > 1e-10
+        out["eigen_max_rel_diff"] = float(np.max(np.abs(evals[keep] - ref[keep]) / ref[keep]))
+    return out
+
+
+def blas_threads() -> str | None:
+    """BLAS pools and their thread counts: the Lanczos GEMMs are sensitive to them on small machines."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
+    return ", ".join(f"{p['internal_api']}:{p['num_threads']}" for p in threadpool_info())
+
+
+def _child_peak(level: int, k: int, route: str, backend_name: str) -> dict:
+    """In a fresh process: the solve's peak RSS above the RSS with its inputs built."""
+    warm(route, backend_name)
+    L, m = inputs(level)
+    gc.collect()
+    with open("/proc/self/statm") as f:  # resident pages now
+        baseline = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    try:  # reset the high-water mark so that building the inputs does not count (Linux >= 4.0)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    solve(route, L, m, k, backend_name)
+    if reset:
+        with open("/proc/self/status") as f:
+            peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    else:  # ru_maxrss (KiB on Linux) covers the whole process: too high if building the inputs peaked higher
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"peak_bytes": max(peak - baseline, 0), "baseline_bytes": baseline, "hwm_reset": reset}
+
+
+def peak_bytes(level: int, k: int, route: str, backend_name: str = "cpu") -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--rss", str(level), str(k), route, backend_name]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)  # a failure is recorded
+    if out.returncode != 0:
+        return {"peak_bytes": None, "peak_error": out.stderr.strip().splitlines()[-1:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- plain runner ----------------------------------------------------------------------------
+
+
+def run(quick: bool = QUICK, backend_name: str = "cpu") -> dict:
+    """Every case once, every available route; a plain dict for a CLI (no pytest, no RSS)."""
+    rows = {}
+    for level, k, route in cases(quick):
+        if unavailable(route, level, backend_name, quick):
+            continue
+        L, m = inputs(level)
+        warm(route, backend_name)
+        t0 = time.perf_counter()
+        result = solve(route, L, m, k, backend_name)
+        seconds = time.perf_counter() - t0
+        if route == "spectralbrain":
+            REFERENCE[(level, k)] = result[0]
+        ref = None if route == "spectralbrain" else REFERENCE.get((level, k))
+        row = rows.setdefault(f"eigen-k{k}-ico{level}", {"vertices": L.shape[0], "k": k, "routes": {}})
+        row["routes"][route] = {"seconds": seconds, **metrics(L, m, result, ref)}
+    for row in rows.values():
+        ours = row["routes"].get("cholesky", {}).get("seconds")
+        row["ratio_vs_cholesky"] = {r: v["seconds"] / ours for r, v in row["routes"].items() if ours and r != "cholesky"}
+    return {"backend": backend_name, "cases": rows}
+
+
+# -- pytest-benchmark suite ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def backend():
+    import kernelrt
+
+    return kernelrt.get_backend("auto")
+
+
+@pytest.mark.parametrize("level,k,route", [pytest.param(*c, id=f"k{c[1]}-ico{c[0]}-{c[2]}") for c in cases()])
+def test_eigen(benchmark, backend, level, k, route):
+    from benchlib import tag
+
+    reason = unavailable(route, level, backend.name)
+    if reason:
+        pytest.skip(reason)
+    L, m = inputs(level)
+    warm(route, backend.name)
+    role, peer = label(route, backend.name)
+    where = {"backend": backend.name, "device": backend.device_name} if route == "chebyshev" else {"backend": "cpu"}
+    # figure "eigen-k<k>": one panel per k, time against mesh size (bench_cli.plot_results)
+    tag(benchmark, f"eigen-k{k}-ico{level}", role, peer=peer, figure=f"eigen-k{k}", x=L.shape[0],
+        x_label="vertices", k=k, mesh=f"ico{level}", blas=blas_threads(), **where)
+    out = []
+    benchmark.pedantic(lambda: out.append(solve(route, L, m, k, backend)), rounds=1, iterations=1)
+    if route == "spectralbrain":
+        REFERENCE[(level, k)] = out[0][0]
+    ref = None if route == "spectralbrain" else REFERENCE.get((level, k))
+    benchmark.extra_info.update(metrics(L, m, out[0], ref))
+    del out[:]  # ico8 eigenvectors are 0.5 GB: free them before the child runs
+    if RSS:
+        benchmark.extra_info.update(peak_bytes(level, k, route, backend.name))
+
+
+def _cohort(quick: bool = QUICK):
+    """One topology and the (L, m) of each subject (assembly is not what is timed here)."""
+    from kernelrt.kernels.laplacian import MeshTopology, noisy_icosphere
+
+    level, subjects = (4, 3) if quick else (6, 10)
+    meshes = [noisy_icosphere(level, 0.1, seed=s) for s in range(subjects)]
+    F = meshes[0][1]
+    assert all(np.array_equal(F, f) for _, f in meshes), "subjects must share faces"
+    topo = MeshTopology(F, len(meshes[0][0]))
+    return topo, [topo.assemble(V, "cpu") for V, _ in meshes], f"eigen-cohort-ico{level}x{subjects}"
+
+
+def _time_cohort(benchmark, fn, subjects, ref_key):
+    per, results = [], []
+
+    def loop():
+        for L, m in subjects:
+            t0 = time.perf_counter()
+            results.append(fn(L, m))
+            per.append(time.perf_counter() - t0)
+
+    benchmark.pedantic(loop, rounds=1, iterations=1)
+    diffs = []
+    for s, ((L, m), r) in enumerate(zip(subjects, results)):
+        if ref_key == "store":
+            REFERENCE[("cohort", s)] = r[0]
+        elif ("cohort", s) in REFERENCE:
+            diffs.append(metrics(L, m, r, REFERENCE[("cohort", s)])["eigen_max_rel_diff"])
+    benchmark.extra_info.update(subjects=len(subjects), vertices=subjects[0][0].shape[0], k=COHORT_K,
+                                per_subject_s=per, per_subject_mean_s=float(np.mean(per)), total_s=float(sum(per)))
+    if diffs:
+        benchmark.extra_info["eigen_max_rel_diff"] = max(diffs)
+    if hasattr(results[0], "route"):
+        benchmark.extra_info["route"] = results[0].route
+
+
+def test_cohort_spectralbrain(benchmark):
+    from benchlib import tag
+
+    if not _have("spectralbrain"):
+        pytest.skip("spectralbrain is not installed")
+    _, subjects, group = _cohort()
+    warm("spectralbrain")
+    tag(benchmark, group, "peer", peer=label("spectralbrain")[1] + " per subject", blas=blas_threads())
+    _time_cohort(benchmark, lambda L, m: _peer_eigsh(L, m, COHORT_K), subjects, "store")
+
+
+def test_cohort_kernelrt(benchmark):
+    from benchlib import tag
+
+    topo, subjects, group = _cohort()
+    warm("cholesky")  # on another mesh: the topology's own pattern work stays in the timed loop
+    tag(benchmark, group, "kernelrt", blas=blas_threads())
+    _time_cohort(benchmark, lambda L, m: topo.eigenpairs(L, m, COHORT_K, backend="cpu"), subjects, "compare")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--rss"]:  # the child of peak_bytes()
+        level, k, route, backend_name = sys.argv[2:6]
+        print(json.dumps(_child_peak(int(level), int(k), route, backend_name)))
+    else:
+        print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
