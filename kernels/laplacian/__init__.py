@@ -14,7 +14,7 @@ This ``__init__`` is the family's public API; the modules:
 - ``factor``: the sparse factor of L - σM (cholespy, or SuperLU).
 - ``lanczos``: block Lanczos with thick restarts, on the shift-inverted operator.
 - ``chebyshev``: Chebyshev-filtered subspace iteration, on any backend (the GPU route).
-- ``eigen_errors``: ``EigenConvergenceError``.
+- ``eigen_report``: the residual report and ``EigenConvergenceError``.
 - ``spectral``: HKS, WKS and their default grids.
 - ``meshes``: icospheres (golden-exact) and jittered icospheres.
 - ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
@@ -31,7 +31,7 @@ from .chebyshev import chebyshev_kernels
 from .inputs import DegenerateMeshWarning
 from .meshes import icosphere, mean_edge_length, noisy_icosphere
 from .pattern import pattern_kernels
-from .eigen_errors import EigenConvergenceError
+from .eigen_report import EigenConvergenceError
 from .eigen import DisconnectedMeshError, Eigenpairs, eigenpairs
 from .spectral import hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
 from .spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels

@@ -27,8 +27,8 @@ from threadpoolctl import threadpool_limits
 
 import kernelrt
 
-from .eigen_errors import EigenConvergenceError
 from .chebyshev import chebyshev_eigenpairs
+from .eigen_report import EigenConvergenceError, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
@@ -128,18 +128,6 @@ def default_sigma(m: np.ndarray) -> float:
     mm-scale cortex (area ~1e5 mm², λ₁ ~ 2.5e-4). Scaling keeps λ₁/|σ| = 200.
     """
     return SPECTRALBRAIN_SIGMA * 4.0 * np.pi / float(m.sum())
-
-
-def report(L, m, evals, evecs):
-    """Relative residuals per pair and ``max |VᵀMV - I|`` (the null pair against λ₁)."""
-    MV = m[:, None] * evecs
-    R = L @ evecs - MV * evals
-    scale = np.abs(evals)
-    positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
-    floor = float(positive.min()) if positive.size else 1.0
-    residuals = np.linalg.norm(R, axis=0) / (np.maximum(scale, floor) * np.linalg.norm(MV, axis=0))
-    gram = evecs.T @ MV
-    return residuals, float(np.abs(gram - np.eye(len(evals))).max())
 
 
 def eigenpairs(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import cholesky, eigh, solve_triangular
 
-from .eigen_errors import EigenConvergenceError
+from .eigen_report import EigenConvergenceError
 
 __all__ = ["block_lanczos"]
 
