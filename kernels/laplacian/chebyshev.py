@@ -35,7 +35,7 @@ import kernelrt
 
 from .eigen_report import EigenConvergenceError
 from .placement import cupy_or_none
-from .spmv import LaplacianOperator, _csr_parts, _geometry, _to_host, csr_matmat
+from .spmv import LaplacianOperator, _csr_parts, _geometry, _to_host, csr_matmat, csr_row_dot, csr_row_into
 
 __all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels"]
 
@@ -49,28 +49,19 @@ LOCK_MARGIN = 0.1  # lock below 0.1 x target: locked pairs improve through Rayle
 
 @kernelrt.cuda_kernel
 def cheb_step(data, indices, indptr, alpha, c, beta, Y, X, Z):
-    # One Chebyshev degree, fused: as spmv.csr_matmat (columns on x, grid-stride rows on y),
+    # One Chebyshev degree, fused: spmv's product (columns on x, grid-stride rows on y),
     # with the shift, scale and three-term update applied while the row is in registers.
     q, r0 = cuda.grid(2)
     if q < Z.shape[1]:
         for r in range(r0, Z.shape[0], cuda.gridDim.y * cuda.blockDim.y):
-            acc = 0.0
-            for s in range(indptr[r], indptr[r + 1]):
-                acc += data[s] * Y[indices[s], q]
-            Z[r, q] = alpha * (acc - c * Y[r, q]) + beta * X[r, q]
+            Z[r, q] = alpha * (csr_row_dot(data, indices, indptr, Y, r, q) - c * Y[r, q]) + beta * X[r, q]
 
 
 @cheb_step.cpu
 def _cheb_step_cpu(grid, block, data, indices, indptr, alpha, c, beta, Y, X, Z):
-    # Row-wise axpys over the columns vectorise; each Z[r, q] sums over s in the GPU's order.
     k = Z.shape[1]
     for r in numba.prange(Z.shape[0]):
-        for q in range(k):
-            Z[r, q] = 0.0
-        for s in range(indptr[r], indptr[r + 1]):
-            v, col = data[s], indices[s]
-            for q in range(k):
-                Z[r, q] += v * Y[col, q]
+        csr_row_into(Z, r, data, indices, indptr, Y)
         for q in range(k):
             Z[r, q] = alpha * (Z[r, q] - c * Y[r, q]) + beta * X[r, q]
 

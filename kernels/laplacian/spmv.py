@@ -22,6 +22,8 @@ import kernelrt
 from .placement import BLOCK, blocks
 
 __all__ = [
+    "csr_row_dot",
+    "csr_row_into",
     "csr_matvec",
     "csr_matmat",
     "heat_step",
@@ -51,6 +53,37 @@ def heat_step(r, data, indices, indptr, mass, tau, u, out):
         out[r] = u[r] - tau * (acc / mass[r])
 
 
+@kernelrt.device
+def csr_row_dot(data, indices, indptr, X, r, q):
+    """``(L X)[r, q]``: the sum over row r's stored entries, in their order.
+
+    The one sum of every 2-D product kernel on the GPU (products, heat steps, the
+    Chebyshev filter), and the order ``csr_row_into`` keeps on the CPU: all give the
+    same bits.
+    """
+    acc = 0.0
+    for s in range(indptr[r], indptr[r + 1]):
+        acc += data[s] * X[indices[s], q]
+    return acc
+
+
+@numba.njit(inline="always")
+def csr_row_into(out, r, data, indices, indptr, X):
+    """``out[r, :] = (L X)[r, :]`` as row-wise axpys over the k columns, which vectorise.
+
+    Each ``out[r, q]`` is still summed over s in ``csr_row_dot``'s order, so the CPU
+    twins give the GPU kernels' bits.
+    """
+    k = out.shape[1]
+    for q in range(k):
+        out[r, q] = 0.0
+    for s in range(indptr[r], indptr[r + 1]):
+        v = data[s]
+        c = indices[s]
+        for q in range(k):
+            out[r, q] += v * X[c, q]
+
+
 @kernelrt.cuda_kernel
 def csr_matmat(data, indices, indptr, X, Y):
     # Columns on x (a warp reads one row of X), rows on y with a grid-stride loop: the
@@ -58,25 +91,13 @@ def csr_matmat(data, indices, indptr, X, Y):
     q, r0 = cuda.grid(2)
     if q < Y.shape[1]:
         for r in range(r0, Y.shape[0], cuda.gridDim.y * cuda.blockDim.y):
-            acc = 0.0
-            for s in range(indptr[r], indptr[r + 1]):
-                acc += data[s] * X[indices[s], q]
-            Y[r, q] = acc
+            Y[r, q] = csr_row_dot(data, indices, indptr, X, r, q)
 
 
 @csr_matmat.cpu
 def _csr_matmat_cpu(grid, block, data, indices, indptr, X, Y):
-    # Row-wise axpys vectorise over the k columns; each Y[r, q] is still summed over s in
-    # the same order as on the GPU, so both give the same bits.
-    k = Y.shape[1]
     for r in numba.prange(Y.shape[0]):
-        for q in range(k):
-            Y[r, q] = 0.0
-        for s in range(indptr[r], indptr[r + 1]):
-            v = data[s]
-            c = indices[s]
-            for q in range(k):
-                Y[r, q] += v * X[c, q]
+        csr_row_into(Y, r, data, indices, indptr, X)
 
 
 @kernelrt.cuda_kernel
@@ -84,23 +105,14 @@ def heat_step_block(data, indices, indptr, mass, tau, U, out):
     q, r0 = cuda.grid(2)  # as csr_matmat: rows in a grid-stride loop
     if q < out.shape[1]:
         for r in range(r0, out.shape[0], cuda.gridDim.y * cuda.blockDim.y):
-            acc = 0.0
-            for s in range(indptr[r], indptr[r + 1]):
-                acc += data[s] * U[indices[s], q]
-            out[r, q] = U[r, q] - tau * (acc / mass[r])
+            out[r, q] = U[r, q] - tau * (csr_row_dot(data, indices, indptr, U, r, q) / mass[r])
 
 
 @heat_step_block.cpu
 def _heat_step_block_cpu(grid, block, data, indices, indptr, mass, tau, U, out):
     k = out.shape[1]
     for r in numba.prange(out.shape[0]):
-        for q in range(k):
-            out[r, q] = 0.0
-        for s in range(indptr[r], indptr[r + 1]):
-            v = data[s]
-            c = indices[s]
-            for q in range(k):
-                out[r, q] += v * U[c, q]
+        csr_row_into(out, r, data, indices, indptr, U)
         for q in range(k):
             out[r, q] = U[r, q] - tau * (out[r, q] / mass[r])
 
