@@ -32,6 +32,7 @@ from .eigen_report import EigenConvergenceError, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
+from .spmv import _to_host
 
 __all__ = ["eigenpairs", "Eigenpairs", "EigenConvergenceError", "DisconnectedMeshError", "METHODS"]
 
@@ -95,8 +96,7 @@ def _host_csr(L):
 
 
 def _host_vector(m, n: int, name: str) -> np.ndarray:
-    a = m.get() if hasattr(m, "get") else (m.copy_to_host() if hasattr(m, "copy_to_host") else m)
-    a = np.asarray(a, dtype=np.float64)
+    a = np.asarray(_to_host(m), dtype=np.float64)
     if a.shape != (n,):
         raise ValueError(f"{name} must have shape ({n},) (got {a.shape})")
     if not np.all(a > 0):
