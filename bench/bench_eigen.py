@@ -31,12 +31,9 @@ JSON. Never asserts on time.
 from __future__ import annotations
 
 import functools
-import gc
 import importlib.util
 import json
 import os
-import resource
-import subprocess
 import sys
 import time
 
@@ -180,32 +177,17 @@ def blas_threads() -> str | None:
 
 def _child_peak(level: int, k: int, route: str, backend_name: str) -> dict:
     """In a fresh process: the solve's peak RSS above the RSS with its inputs built."""
+    from benchlib import peak_rss
+
     warm(route, backend_name)
     L, m = inputs(level)
-    gc.collect()
-    with open("/proc/self/statm") as f:  # resident pages now
-        baseline = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    try:  # reset the high-water mark so that building the inputs does not count (Linux >= 4.0)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        reset = True
-    except OSError:
-        reset = False
-    solve(route, L, m, k, backend_name)
-    if reset:
-        with open("/proc/self/status") as f:
-            peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    else:  # ru_maxrss (KiB on Linux) covers the whole process: too high if building the inputs peaked higher
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"peak_bytes": max(peak - baseline, 0), "baseline_bytes": baseline, "hwm_reset": reset}
+    return peak_rss(lambda: solve(route, L, m, k, backend_name))
 
 
 def peak_bytes(level: int, k: int, route: str, backend_name: str = "cpu") -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--rss", str(level), str(k), route, backend_name]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, check=False)  # a failure is recorded
-    if out.returncode != 0:
-        return {"peak_bytes": None, "peak_error": out.stderr.strip().splitlines()[-1:]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    from benchlib import fresh_process
+
+    return fresh_process(__file__, level, k, route, backend_name)
 
 
 # -- plain runner ----------------------------------------------------------------------------

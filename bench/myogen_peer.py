@@ -6,6 +6,14 @@ script once with that interpreter and sends one JSON command per line:
     {"load": "/path/case.npz"}   build a MotorUnitSim from the case's inputs
     {"run": true, "gpu": false}   calc_sfaps(use_gpu=...) + calc_muap(0); replies wall and CPU time
     {"save": "/path/out.npz"}     write the last result (for a parity check)
+    {"emg": {...}}                build an IntramuscularEMG (see emg_case); muscle cached on disk
+    {"worker_stats": n}           after a "myogen+kernelrt" run: calc_sfaps calls kernelrt served in the workers
+    {"warm": true}                compile or load kernelrt's SFAP kernels (untimed)
+    {"simulate": "myogen" | "myogen+kernelrt" | "kernelrt", "n_jobs": n}
+                                  simulate_muaps of that EMG: MyoGen's own (n_jobs workers), MyoGen's
+                                  with kernelrt enabled in its workers, or kernelrt's in-process
+                                  one-call version; replies wall time and the peak RSS of this
+                                  process plus its children above the start (psutil, sampled)
     {"quit": true}
 
 Each reply is one JSON line. The process stays alive between rounds, so what the
@@ -18,16 +26,104 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
+import threading
 import time
+from pathlib import Path
 
 import numpy as np
+
+
+def emg_case(n_units: int, every: int, dz: float, cache: str):
+    """MyoGen's documented iEMG set-up: a default Muscle of ``n_units`` units (cached with
+    joblib, building takes minutes), every ``every``-th unit simulated, a 4-contact needle
+    at mid-muscle (examples' ``IntramuscularElectrodeArray``), spatial step ``dz`` mm."""
+    import joblib
+    import quantities as pq
+    from myogen import set_random_seed, simulator
+
+    path = Path(cache) / f"myogen-muscle-{n_units}.pkl"
+    if not path.is_file():
+        set_random_seed(42)
+        thresholds, _ = simulator.RecruitmentThresholds(
+            N=n_units, recruitment_range__ratio=100, deluca__slope=5, konstantin__max_threshold__ratio=1.0,
+            mode="combined")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump(simulator.Muscle(recruitment_thresholds=thresholds, autorun=True), path)
+    muscle = joblib.load(path)
+    electrode = simulator.IntramuscularElectrodeArray(
+        num_electrodes=4, inter_electrode_distance__mm=2.0 * pq.mm, differentiation_mode="consecutive",
+        position__mm=(0.0 * pq.mm, 0.0 * pq.mm, 15.0 * pq.mm))
+    units = list(range(0, n_units, every))
+    emg = simulator.IntramuscularEMG(muscle_model=muscle, electrode_array=electrode,
+                                     spatial_resolution__mm=dz * pq.mm, MUs_to_simulate=units)
+    fibres = [int(muscle.resulting_number_of_innervated_fibers[u]) for u in units]
+    return emg, fibres
+
+
+class TreePeak:
+    """Peak memory of this process plus its children (joblib's workers), sampled every 20 ms.
+
+    Each process counts its PSS (proportional set size): pages shared between the parent
+    and its workers (NumPy, numba, NEURON libraries) are split between them instead of
+    being counted once per process, as a sum of RSS would. Where PSS is not available
+    (not Linux), RSS.
+    """
+
+    def __init__(self):
+        import psutil
+
+        self._me = psutil.Process()
+        self.base = self._rss()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _rss(self) -> int:
+        total = 0
+        for p in [self._me, *self._me.children(recursive=True)]:
+            with contextlib.suppress(Exception):  # a worker may exit between listing and reading
+                info = p.memory_full_info()
+                total += getattr(info, "pss", info.rss)
+        return total
+
+    def _sample(self):
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def simulate(emg, mode: str, n_jobs: int):
+    """MUAPs of every simulated unit, the wall time and the peak tree RSS above the start."""
+    import kernelrt.integrations.myogen as kmyogen
+
+    (kmyogen.enable if mode == "myogen+kernelrt" else kmyogen.disable)()
+    with TreePeak() as peak, contextlib.redirect_stderr(io.StringIO()):  # MyoGen's per-fibre bars
+        t0 = time.perf_counter()
+        if mode == "kernelrt":
+            block = kmyogen.simulate_muaps(emg, verbose=False)
+        else:
+            block = emg.simulate_muaps(n_jobs=n_jobs, verbose=False)
+        seconds = time.perf_counter() - t0
+    reply = {"seconds": seconds, "peak_bytes": peak.peak - peak.base}
+    muaps = [np.asarray(s.analogsignals[0].magnitude) for s in block.segments]
+    return muaps, reply
 
 
 def main() -> int:
     with contextlib.redirect_stdout(io.StringIO()):  # NEURON's "no DISPLAY" banner
         from myogen.simulator.core.emg.intramuscular.motor_unit_sim import MotorUnitSim
     case = None
+    emg = None
     result = None
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -57,6 +153,30 @@ def main() -> int:
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             result = {"sfaps": np.asarray(mu.sfaps), "muap": np.asarray(muap)}
             reply = {"ok": True, "seconds": wall, "cpu_seconds": cpu}
+        elif "emg" in cmd:
+            spec = cmd["emg"]
+            with contextlib.redirect_stdout(io.StringIO()):
+                emg, fibres = emg_case(spec["n_units"], spec["every"], spec["dz"], spec["cache"])
+            reply = {"ok": True, "fibres": fibres}
+        elif "worker_stats" in cmd:  # after a "myogen+kernelrt" run: the workers' own counters
+            from joblib import Parallel, delayed
+
+            import kernelrt.integrations.myogen as kmyogen
+
+            n_jobs = int(cmd["worker_stats"])
+            stats = Parallel(n_jobs=n_jobs)(delayed(kmyogen.stats)() for _ in range(4 * n_jobs))
+            reply = {"ok": True, "worker_calls": sum({s["pid"]: s["calls"] for s in stats}.values()),
+                     "worker_pids": sorted({s["pid"] for s in stats}), "pid": os.getpid()}
+        elif "warm" in cmd:  # kernelrt's kernels into the disk cache (and this process), untimed
+            from kernelrt.kernels.sfap import compute_sfaps
+            from kernelrt.kernels.sfap.reference import synthetic_motor_unit
+
+            compute_sfaps(**synthetic_motor_unit(2, 4, 0.5), backend="auto")
+            reply = {"ok": True}
+        elif "simulate" in cmd:
+            muaps, reply = simulate(emg, cmd["simulate"], int(cmd.get("n_jobs", os.cpu_count() or 1)))
+            result = {f"muap_{i}": m for i, m in enumerate(muaps)}
+            reply["ok"] = True
         elif "save" in cmd:
             np.savez(cmd["save"], **result)
             reply = {"ok": True}

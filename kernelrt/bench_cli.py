@@ -28,7 +28,7 @@ from .discovery import cpu_name, host_memory_info, package_versions, probe
 
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
-SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen")
+SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen", "myogen", "spectralbrain")
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
     candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]
@@ -200,7 +200,7 @@ def _slug(text: str) -> str:
 
 
 def plot_results(result: dict, stem: Path) -> list[Path]:
-    """PNG figures per suite: time, speedup and (where bytes are known) bandwidth against size.
+    """PNG figures per suite: time, speedup, and (where known) peak memory and bandwidth against size.
 
     Each benchmark ``figure`` (``<suite>-<case>``) is one panel; the panels of a suite share
     a PNG per quantity, with kernelrt and every peer as lines in the same panel.
@@ -229,6 +229,12 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
             written.append(_figure(plt, speed_panels, figs, "peer time / kernelrt time",
                                    f"{suite}: speedup of kernelrt, higher is better\n{where}",
                                    stem.parent / f"{stem.name}-{suite}-speedup.png", log=True, baseline=1.0))
+        mem_panels = {n: (s, lambda e: e["extra_info"]["peak_bytes"] / 1e6) for n, s in series.items()
+                      if all(e["extra_info"].get("peak_bytes") is not None for e in figs[n])}
+        if mem_panels:
+            written.append(_figure(plt, mem_panels, figs, "peak RSS above start [MB]",
+                                   f"{suite}: peak memory, lower is better\n{where}",
+                                   stem.parent / f"{stem.name}-{suite}-memory.png", log=True))
         bw_panels = {n: (s, bw) for n, s in series.items() if (bw := _bandwidth(figs[n]))}
         if bw_panels:
             peak = next((e["extra_info"]["peak_bandwidth"] for rows in figs.values() for e in rows

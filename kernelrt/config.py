@@ -17,6 +17,10 @@ own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) a
                            e.g. ``9.0`` (Numba's simulator reports 5.2)
 ``KERNELRT_REPO``          the checkout whose ``bench/`` ``kernelrt bench`` runs
                            (default: the working directory, then the source tree)
+``KERNELRT_MYOGEN``        ``1`` swaps MyoGen's SFAP code for kernelrt's in every process
+                           (``kernelrt.integrations``; ``enable()`` sets it for children)
+``KERNELRT_SPECTRALBRAIN`` the same for SpectralBrain's cotangent Laplacian
+``MYOGEN_DISABLE_GPU``     MyoGen's own: ``1`` makes ``use_gpu=None`` mean the CPU
 ``NUMBA_ENABLE_CUDASIM``   Numba's own switch: run CUDA kernels in the simulator
 ``NUMBA_THREADING_LAYER``  Numba's own: when set, kernelrt does not preload TBB
 =========================  ===================================================
@@ -37,6 +41,9 @@ __all__ = [
     "simulator_cc",
     "bench_repo_override",
     "numba_threading_layer",
+    "integration_requested",
+    "request_integration",
+    "myogen_gpu_disabled",
     "logger",
 ]
 
@@ -117,6 +124,24 @@ def bench_repo_override() -> str | None:
 
 def numba_threading_layer() -> str | None:
     return os.environ.get("NUMBA_THREADING_LAYER") or None
+
+
+def integration_requested(variable: str) -> bool:
+    """Whether ``variable`` (``KERNELRT_MYOGEN``, ...) asks for an integration: set, not 0/false/no/off."""
+    return _flag(variable, False)
+
+
+def request_integration(variable: str, on: bool) -> None:
+    """Set (or remove) an integration's variable, so that child processes inherit the switch."""
+    if on:
+        os.environ[variable] = "1"
+    else:
+        os.environ.pop(variable, None)
+
+
+def myogen_gpu_disabled() -> bool:
+    """MyoGen's own ``MYOGEN_DISABLE_GPU``: its ``use_gpu=None`` then means the CPU."""
+    return os.environ.get("MYOGEN_DISABLE_GPU", "").lower() in ("1", "true", "yes")
 
 
 if debug_enabled():

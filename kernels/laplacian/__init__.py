@@ -2,7 +2,8 @@
 
 This ``__init__`` is the family's public API; the modules:
 
-- ``inputs``: validation, dtypes, ``DegenerateMeshWarning``.
+- ``inputs``: validation, dtypes, ``DegenerateMeshWarning``, the accepted forms of a mass.
+- ``interop``: SpectralBrain's types out (``as_spectralbrain``) and its decompositions in.
 - ``pattern``: topology-only CSR pattern and tables (numba, host).
 - ``assembly``: value kernels, deterministic per-row and atomic per-face.
 - ``topology``: ``MeshTopology`` (build once, assemble many), ``cotan_laplacian``.
@@ -21,7 +22,8 @@ This ``__init__`` is the family's public API; the modules:
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped
-barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning (docs/laplacian.md).
+barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning, or a log
+line with ``report="log"`` (docs/laplacian.md).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 from .assembly import assembly_kernels
 from .chebyshev import chebyshev_kernels
 from .inputs import DegenerateMeshWarning
+from .interop import as_spectralbrain
 from .meshes import icosphere, mean_edge_length, noisy_icosphere
 from .pattern import pattern_kernels
 from .eigen_report import EigenConvergenceError
@@ -42,6 +45,7 @@ __all__ = [
     "DeviceCSR",
     "cotan_laplacian",
     "DegenerateMeshWarning",
+    "as_spectralbrain",
     "LaplacianOperator",
     "laplacian_matvec",
     "heat_steps",

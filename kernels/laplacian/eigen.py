@@ -30,6 +30,7 @@ import kernelrt
 from .chebyshev import chebyshev_eigenpairs
 from .eigen_report import EigenConvergenceError, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
+from .inputs import mass_vector
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
 from .spmv import _to_host
@@ -96,9 +97,8 @@ def _host_csr(L):
 
 
 def _host_vector(m, n: int, name: str) -> np.ndarray:
-    a = np.asarray(_to_host(m), dtype=np.float64)
-    if a.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},) (got {a.shape})")
+    # a vector, a column or a peer's diagonal sparse M (inputs.mass_vector), on the host
+    a = np.asarray(_to_host(mass_vector(m, n, name)), dtype=np.float64)
     if not np.all(a > 0):
         raise ValueError(f"{name} must be positive everywhere (got min {a.min():g})")
     return a
@@ -151,7 +151,8 @@ def eigenpairs(
 
     Args:
         L: (N, N) symmetric stiffness matrix (scipy or cupyx sparse) of a connected mesh.
-        m: (N,) lumped mass (diagonal of M), positive.
+        m: lumped mass, positive: an (N,) vector, an (N, 1) column or a diagonal sparse
+            matrix (SpectralBrain's ``M``); a non-diagonal matrix is refused.
         k: number of eigenpairs, 1 <= k < N.
         backend: decides the "auto" method.
         method: "auto" (dense on a CUDA backend with CuPy for N <= dense_max, Chebyshev on

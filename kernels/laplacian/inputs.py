@@ -1,8 +1,10 @@
 """Input checks for the cotangent-Laplacian library, run before any work is done.
 
 Owns: the rules for what a vertex array and a face array may be, the conversion to
-the exact dtypes and layouts the kernels are compiled for, and the warning category
-for meshes that are usable but suspicious (degenerate faces, isolated vertices).
+the exact dtypes and layouts the kernels are compiled for, the warning category
+for meshes that are usable but suspicious (degenerate faces, isolated vertices), how
+they are reported (``REPORTS``), and the forms a mass and a 1-D parameter may take
+(a peer's diagonal sparse mass matrix, an (n, 1) column; never a quantity with units).
 
 Errors are ``TypeError`` (wrong kind of array) or ``ValueError`` (wrong shape or
 content), with lowercase messages that name the argument and show what was given.
@@ -10,10 +12,18 @@ content), with lowercase messages that name the argument and show what was given
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "DegenerateMeshWarning",
+    "REPORTS",
+    "check_report",
+    "refuse_quantity",
+    "mass_vector",
+    "host_vector",
     "check_vertices",
     "check_device_vertices",
     "check_vertex_batch",
@@ -28,7 +38,92 @@ class DegenerateMeshWarning(UserWarning):
     """Degenerate faces were dropped, or vertices belong to no kept face."""
 
 
+REPORTS = ("warn", "log")
+
+
+def check_report(report):
+    """``report`` as given when it is "warn", "log" or a ``logging.Logger`` (or adapter)."""
+    if isinstance(report, (logging.Logger, logging.LoggerAdapter)) or (isinstance(report, str) and report in REPORTS):
+        return report
+    raise ValueError(f"report must be 'warn', 'log' or a logging.Logger (got {report!r})")
+
+
+def refuse_quantity(a, name: str) -> None:
+    """Raise ``TypeError`` for a quantity with units (pint, quantities): pass its magnitude.
+
+    Duck-typed (``.magnitude`` and ``.units``), so no units library is imported. Units are
+    refused rather than stripped: only the caller knows which unit the numbers should be in.
+    """
+    if hasattr(a, "magnitude") and hasattr(a, "units"):
+        raise TypeError(
+            f"{name} must be plain numbers, not a quantity with units (got {type(a).__name__} in {a.units}): "
+            f"pass {name}.magnitude, converted first to the unit you mean (e.g. .to('mm').magnitude)"
+        )
+
+
+def _is_cupyx_sparse(a) -> bool:
+    return type(a).__module__.startswith("cupyx.scipy.sparse")
+
+
+def mass_vector(m, n: int, name: str = "m"):
+    """The lumped mass as an (n,) vector, from any form a caller or a peer passes it in.
+
+    Accepts an (n,) vector, an (n, 1) column, or a diagonal sparse (n, n) matrix in any
+    SciPy or cupyx format (SpectralBrain's ``M``, a ``dia_matrix``): its diagonal. Host
+    forms come back as NumPy arrays (dtype unchanged); a CUDA device array is returned as
+    it is, a column reshaped to (n,).
+
+    Raises:
+        TypeError: a quantity with units, or not numbers.
+        ValueError: another shape, or a sparse matrix with non-zero off-diagonal entries
+            (kernelrt's eigensolvers and heat steps need the lumped, diagonal mass).
+    """
+    refuse_quantity(m, name)
+    want = f"{name} must have shape ({n},) or ({n}, 1), or be a diagonal sparse ({n}, {n}) matrix (the lumped mass)"
+    if _is_cupyx_sparse(m):
+        m = m.get()
+    if sp.issparse(m):
+        if m.shape != (n, n):
+            raise ValueError(f"{want} (got a sparse matrix of shape {m.shape})")
+        coo = m.tocoo()
+        off = int(np.count_nonzero(coo.data[coo.row != coo.col]))
+        if off:
+            raise ValueError(
+                f"{want} (got a sparse matrix with {off} non-zero off-diagonal entries: a consistent, "
+                "non-lumped mass matrix, which kernelrt does not solve with)"
+            )
+        return m.diagonal()
+    if hasattr(m, "__cuda_array_interface__"):  # CuPy or numba device array: stays on its device
+        if len(m.shape) == 2 and m.shape[1] == 1:
+            m = m.reshape(m.shape[0])
+        if tuple(m.shape) != (n,):
+            raise ValueError(f"{want} (got shape {tuple(m.shape)})")
+        return m
+    a = _as_real_array(m, name)
+    if a.ndim == 2 and a.shape == (n, 1):
+        return a[:, 0]
+    if a.shape == (n, n) and n > 1:
+        raise ValueError(f"{want} (got a dense ({n}, {n}) array: pass its diagonal, np.diag({name}))")
+    if a.shape != (n,):
+        raise ValueError(f"{want} (got shape {a.shape})")
+    return a
+
+
+def host_vector(a, name: str) -> np.ndarray:
+    """A 1-D float64 host array from an (n,) vector or an (n, 1) column (eigenvalues, times, energies)."""
+    refuse_quantity(a, name)
+    if hasattr(a, "get") and hasattr(a, "__cuda_array_interface__"):  # CuPy
+        a = a.get()
+    arr = _as_real_array(a, name)
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D (n,) array or an (n, 1) column (got shape {arr.shape})")
+    return arr.astype(np.float64, copy=False)
+
+
 def _as_real_array(a, name: str) -> np.ndarray:
+    refuse_quantity(a, name)
     try:
         arr = np.asarray(a)
     except Exception as e:  # ragged lists and the like

@@ -3,7 +3,9 @@
 Owns the descriptor layer on top of ``eigenpairs`` (eigen.py):
 
 * ``hks`` / ``wks`` and their default grids (docs/laplacian.md, "Heat kernel signature" and "Wave kernel signature"), including the E <= 28
-  WKS fallback and ``shared_hks_times`` for cohorts. On the host they use the same
+  WKS fallback and ``shared_hks_times`` for cohorts. They take the eigenpairs as two
+  arrays or as one decomposition object (SpectralBrain's ``SpectralDecomposition``,
+  kernelrt's ``Eigenpairs``; interop.py). On the host they use the same
   NumPy expressions as SpectralBrain, so they reproduce ``compute_hks`` /
   ``compute_wks`` bit for bit; on a CUDA backend with CuPy the GEMM runs on the device
   (cuBLAS), agreeing to rounding.
@@ -15,6 +17,8 @@ import numpy as np
 
 import kernelrt
 
+from .inputs import host_vector, refuse_quantity
+from .interop import eigenpairs_of
 from .placement import cupy_or_none
 
 __all__ = [
@@ -79,13 +83,16 @@ def wks_params(evals, n_energies: int = 100) -> tuple[np.ndarray, float]:
 # -- descriptors ----------------------------------------------------------------------------
 
 
-def _pair(evals, evecs):
-    evals = np.asarray(evals, dtype=np.float64)
-    if evals.ndim != 1:
-        raise ValueError(f"evals must be 1-D (got shape {evals.shape})")
+def _pair(evals, evecs, caller: str):
+    """(evals as a 1-D float64 host array, evecs as given or as a NumPy array)."""
+    evals, evecs = eigenpairs_of(evals, evecs, caller)
+    evals = host_vector(evals, "evals")  # (k,) or a (k, 1) column
+    refuse_quantity(evecs, "evecs")
+    if not hasattr(evecs, "ndim"):  # lists; device arrays stay where they are
+        evecs = np.asarray(evecs)
     if evecs.ndim != 2 or evecs.shape[1] != evals.shape[0]:
         raise ValueError(f"evecs must have shape (N, {evals.shape[0]}) (got {tuple(evecs.shape)})")
-    return evals
+    return evals, evecs
 
 
 def _gemm(phi, weights, normalize: bool, be):
@@ -105,30 +112,52 @@ def _gemm(phi, weights, normalize: bool, be):
         return cp.asnumpy(out)
 
 
-def hks(evals, evecs, t=None, *, n_times: int = 100, normalize: bool = False, backend=None):
+def hks(evals, evecs=None, t=None, *, n_times: int = 100, normalize: bool = False, backend=None):
     """Heat kernel signature ``Σ_i exp(-λ_i t) φ_i(x)²`` over all k modes (N, T).
 
-    ``t=None`` uses ``hks_times(evals, n_times)``; for cohorts pass
-    ``shared_hks_times`` so columns are comparable across subjects.
+    Args:
+        evals: (k,) eigenvalues (or a (k, 1) column), or a decomposition object alone
+            (SpectralBrain's ``mesh.decompose()``, kernelrt's ``Eigenpairs``).
+        evecs: (N, k) eigenvectors; None with a decomposition object.
+        t: (T,) times (or a (T, 1) column); None uses ``hks_times(evals, n_times)``. For
+            cohorts pass ``shared_hks_times`` so columns are comparable across subjects.
+        n_times: number of default times.
+        normalize: divide each column by its Euclidean norm.
+        backend: a CUDA backend with CuPy runs the product on the device.
+
+    Returns:
+        (N, T) float64 host array.
     """
-    evals = _pair(evals, evecs)
-    t = hks_times(evals, n_times) if t is None else np.asarray(t, dtype=np.float64)
+    evals, evecs = _pair(evals, evecs, "hks")
+    t = hks_times(evals, n_times) if t is None else host_vector(t, "t")
     weights = np.exp(-evals[None, :] * t[:, None])  # (T, k)
     return _gemm(evecs, weights, normalize, kernelrt.get_backend(backend))
 
 
-def wks(evals, evecs, e=None, *, n_energies: int = 100, sigma=None, normalize: bool = True, backend=None):
+def wks(evals, evecs=None, e=None, *, n_energies: int = 100, sigma=None, normalize: bool = True, backend=None):
     """Wave kernel signature over the modes with λ > 1e-10 (N, E), columns L2-normalised.
 
-    ``e`` / ``sigma`` default to ``wks_params(evals, n_energies)``, each independently.
+    Args:
+        evals: (k,) eigenvalues (or a (k, 1) column), or a decomposition object alone
+            (SpectralBrain's ``mesh.decompose()``, kernelrt's ``Eigenpairs``).
+        evecs: (N, k) eigenvectors; None with a decomposition object.
+        e: (E,) log-energies (or an (E, 1) column); ``e`` and ``sigma`` default to
+            ``wks_params(evals, n_energies)``, each independently.
+        n_energies: number of default energies.
+        sigma: the bandwidth.
+        normalize: divide each column by its Euclidean norm (default True).
+        backend: a CUDA backend with CuPy runs the product on the device.
+
+    Returns:
+        (N, E) float64 host array.
     """
-    evals = _pair(evals, evecs)
+    evals, evecs = _pair(evals, evecs, "wks")
     nz = evals > ZERO_TOL
     if e is None or sigma is None:
         auto_e, auto_sigma = wks_params(evals, n_energies)
         e = auto_e if e is None else e
         sigma = auto_sigma if sigma is None else sigma
-    e = np.asarray(e, dtype=np.float64)
+    e = host_vector(e, "e")
     diff = e[:, None] - np.log(evals[nz])[None, :]
     gauss = np.exp(-(diff**2) / (2 * sigma**2))
     gauss = gauss / np.clip(gauss.sum(axis=1, keepdims=True), 1e-30, None)

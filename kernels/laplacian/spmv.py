@@ -19,6 +19,7 @@ from numba import cuda
 
 import kernelrt
 
+from .inputs import mass_vector
 from .placement import BLOCK, blocks
 
 __all__ = [
@@ -162,7 +163,8 @@ class LaplacianOperator:
 
     Args:
         L: (N, N) sparse matrix: scipy (any format), cupyx CSR, or ``DeviceCSR``.
-        m: optional (N,) lumped mass, needed by ``heat_steps``.
+        m: optional lumped mass, needed by ``heat_steps``: an (N,) vector, an (N, 1) column
+            or a diagonal sparse matrix (SpectralBrain's ``M``).
         backend: kernelrt backend, kind string, or None (auto).
     """
 
@@ -191,10 +193,8 @@ class LaplacianOperator:
         self.indices = parts[1].view(utype)
         self.indptr = parts[2].view(utype)
         self.mass = None
-        if m is not None:
-            if tuple(m.shape) != (self.shape[0],):
-                raise ValueError(f"m must have shape ({self.shape[0]},) (got {tuple(m.shape)})")
-            self.mass = self._on_backend(m)
+        if m is not None:  # a vector, a column or a peer's diagonal sparse M
+            self.mass = self._on_backend(mass_vector(m, self.shape[0]))
 
     @property
     def nnz(self) -> int:

@@ -14,6 +14,7 @@ once nothing references those results any more.
 
 from __future__ import annotations
 
+import logging
 import threading
 import warnings
 
@@ -31,6 +32,7 @@ from .inputs import (
     DegenerateMeshWarning,
     check_device_vertices,
     check_faces,
+    check_report,
     check_vertex_batch,
     check_vertices,
 )
@@ -41,6 +43,7 @@ __all__ = ["MeshTopology", "DeviceCSR", "cotan_laplacian"]
 
 _TABLES = ("indptr", "indices", "inc_ptr", "inc", "inc_nbr", "inc_slot", "diag_slot")  # deterministic kernel
 _VARIANTS = ("deterministic", "atomic")
+logger = logging.getLogger("kernelrt.laplacian")
 
 
 class DeviceCSR:
@@ -72,6 +75,11 @@ class MeshTopology:
         faces: (F, 3) integer triangles, 0-based, entries in [0, n_vertices).
         n_vertices: number of vertices N (vertices referenced by no face are allowed:
             they get an empty row, m = 1e-20 and a warning at assembly).
+        report: how assembly reports degenerate faces and isolated vertices: "warn" (a
+            ``DegenerateMeshWarning``, the default), "log" (``logger.warning`` on the
+            "kernelrt.laplacian" logger) or a ``logging.Logger`` to log on (SpectralBrain's
+            convention, with its own logger: the suites that run with warnings as errors
+            then pass).
 
     Attributes:
         n_vertices: number of vertices N.
@@ -83,9 +91,11 @@ class MeshTopology:
         indices: the CSR column indices, sorted within each row (a read-only view).
         n_repeated_faces: faces that repeat a vertex index (always dropped).
         n_unreferenced: vertices in no face with three distinct indices.
+        report: as given.
     """
 
-    def __init__(self, faces, n_vertices):
+    def __init__(self, faces, n_vertices, *, report="warn"):
+        self.report = check_report(report)
         f = check_faces(faces, n_vertices)
         self._pattern = build_pattern(f, int(n_vertices), host_backend())
         p = self._pattern
@@ -208,7 +218,8 @@ class MeshTopology:
             ``(L, m)``: scipy CSR (N, N) float64 and (N,) float64 on the host (default).
 
         Warns:
-            DegenerateMeshWarning: degenerate faces were dropped, or vertices lost all faces.
+            DegenerateMeshWarning: degenerate faces were dropped, or vertices lost all faces
+                (logged instead with the topology's ``report="log"`` or a logger).
         """
         be = kernelrt.get_backend(backend)
         if _on_device(be, vertices):
@@ -254,26 +265,28 @@ class MeshTopology:
             vals, mass, n_bad, n_iso = assemble_values(be, tables, V3, variant, self._pool)
         else:
             vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device)
-        self._warn(n_bad, n_iso, V3.shape[0])
+        self._report_dropped(n_bad, n_iso, V3.shape[0])
         return vals, mass
 
-    def _warn(self, n_bad_geometric: int, n_isolated: int, n_subjects: int) -> None:
+    def _report_dropped(self, n_bad_geometric: int, n_isolated: int, n_subjects: int) -> None:
         n_bad = n_bad_geometric + self.n_repeated_faces * n_subjects
         where = "" if n_subjects == 1 else f" (summed over {n_subjects} subjects)"
+        messages = []
         if n_bad:
-            warnings.warn(
+            messages.append(
                 f"dropped {n_bad} degenerate face(s) of {self.n_faces * n_subjects}{where} "
-                f"(repeated index or 2·area <= 1e-12·longest edge²); they contribute nothing to L or m",
-                DegenerateMeshWarning,
-                stacklevel=4,
+                f"(repeated index or 2·area <= 1e-12·longest edge²); they contribute nothing to L or m"
             )
         if n_isolated:
-            warnings.warn(
+            messages.append(
                 f"{n_isolated} vertex(es){where} belong to no kept face: their rows of L are empty "
-                f"and m = 1e-20, which gives spurious zero eigenvalues; remove them before decomposing",
-                DegenerateMeshWarning,
-                stacklevel=4,
+                f"and m = 1e-20, which gives spurious zero eigenvalues; remove them before decomposing"
             )
+        for message in messages:
+            if self.report == "warn":
+                warnings.warn(message, DegenerateMeshWarning, stacklevel=4)
+            else:
+                (logger if self.report == "log" else self.report).warning("%s", message)
 
     def _device_result(self, be, vals, mass):
         cp = cupy_or_none(be)
@@ -302,14 +315,15 @@ def _signed(a):
     return a.view(np.int32) if a.dtype == np.uint32 else a
 
 
-def cotan_laplacian(vertices, faces, backend=None, **options):
-    """``MeshTopology(faces, len(vertices)).assemble(vertices, backend, **options)``.
+def cotan_laplacian(vertices, faces, backend=None, *, report="warn", **options):
+    """``MeshTopology(faces, len(vertices), report=report).assemble(vertices, backend, **options)``.
 
     Validates the vertices before building anything. Build a ``MeshTopology`` yourself
     to reuse the pattern across geometries (several subjects, time steps, surrogates).
+    ``as_spectralbrain(L, m)`` turns the result into SpectralBrain's types.
     """
     be = kernelrt.get_backend(backend)
     if _on_device(be, vertices):
-        return MeshTopology(faces, int(vertices.shape[0])).assemble(vertices, be, **options)
+        return MeshTopology(faces, int(vertices.shape[0]), report=report).assemble(vertices, be, **options)
     v = check_vertices(vertices)
-    return MeshTopology(faces, v.shape[0]).assemble(v, be, **options)
+    return MeshTopology(faces, v.shape[0], report=report).assemble(v, be, **options)

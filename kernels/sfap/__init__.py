@@ -21,6 +21,7 @@ fixed row order.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,8 @@ class SfapResult:
 
     Attributes:
         t: (Nt,) time grid in s, t_k = k·dt (always a numpy array).
-        sfaps_raw: (Nt, Ne, Nf) SFAPs before the NMJ delay (fibre index fastest).
+        sfaps_raw: (Nt, Ne, Nf) SFAPs before the NMJ delay (fibre index fastest), or None
+            when computed with ``keep_raw=False``.
         sfaps: (Nt, Ne, Nf) SFAPs after the NMJ delay (MyoGen's ``MotorUnitSim.sfaps``).
         muap: (Nt, Ne) sum of ``sfaps`` over fibres (``calc_muap(jitter_std=0)``).
         backend: name of the backend that computed them ("cpu" or "cuda").
@@ -66,14 +68,16 @@ class SfapResult:
 
 
 def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_paths, branch_cv,
-                  electrodes, dt, dz, min_radial_dist=None, backend=None, keep_on_device=False) -> SfapResult:
+                  electrodes, dt, dz, min_radial_dist=None, backend=None, keep_on_device=False,
+                  keep_raw=True, progress=False) -> SfapResult:
     """SFAPs and MUAP of one motor unit (MyoGen 0.12 ``calc_sfaps(use_gpu=False)`` semantics).
 
     Units are mm, s and mm/s throughout.
 
     Args:
         fibre_xy: (Nf, 2) fibre axis positions (x, y); fibres run parallel to z.
-        fibre_diameter: (Nf,) fibre diameters, > 0.
+        fibre_diameter: (Nf,) fibre diameters, > 0 ((Nf, 1) columns, as MyoGen stores
+            them, are accepted for every per-fibre vector).
         fibre_cv: (Nf,) muscle-fibre conduction velocities, > 0.
         nmj_z: (Nf,) end-plate (NMJ) z positions, within the fibre's ends.
         fibre_ends: (Nf, 2) left and right tendon z positions, left < right.
@@ -87,6 +91,10 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
         backend: a kernelrt backend, or "auto" / "cuda" / "cpu" for ``kernelrt.get_backend``;
             None means "auto" (CUDA if available, else the CPU).
         keep_on_device: on a CUDA backend, return device arrays instead of numpy arrays.
+        keep_raw: False delays the SFAPs in place of the raw ones, which halves the
+            memory of the outputs; ``sfaps_raw`` is then None.
+        progress: True draws a tqdm bar over fibres (on a terminal only); a callable is
+            called with the number of fibres each finished batch held.
 
     Returns:
         An SfapResult with ``t``, ``sfaps_raw``, ``sfaps`` and ``muap`` (float64).
@@ -102,10 +110,26 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
     )
     backend = kernelrt.get_backend(backend)
     plan = plan_fibres(**inputs)
-    raw, sfaps, muap = run_plan(backend, plan, inputs["electrodes"][:, 2].copy())
+    with _progress_bar(progress, plan.vt.shape[0]) as update:
+        raw, sfaps, muap = run_plan(backend, plan, inputs["electrodes"][:, 2].copy(), keep_raw=keep_raw,
+                                    progress=update)
     if backend.name != "cpu" and not keep_on_device:
-        raw, sfaps, muap = backend.to_host(raw), backend.to_host(sfaps), backend.to_host(muap)
+        raw = None if raw is None else backend.to_host(raw)
+        sfaps, muap = backend.to_host(sfaps), backend.to_host(muap)
     return SfapResult(t=plan.t, sfaps_raw=raw, sfaps=sfaps, muap=muap, backend=backend.name)
+
+
+@contextlib.contextmanager
+def _progress_bar(progress, n_fibres: int):
+    """The ``progress`` argument as a per-batch callback (or None): a tqdm bar for True."""
+    if callable(progress) or not progress:
+        yield progress or None
+        return
+    from tqdm import tqdm
+
+    # disable=None: no bar unless stderr is a terminal (a log file gets no frames)
+    with tqdm(total=n_fibres, desc="kernelrt SFAPs", unit="fibre", disable=None, leave=False) as bar:
+        yield bar.update
 
 
 def warm_specs() -> dict:

@@ -18,17 +18,36 @@ class SfapInputs(dict):
     """The validated inputs, keyed by ``plan_fibres``' parameter names."""
 
 
+# The unit each argument is read in: a quantities/pint Quantity is refused with it named,
+# never silently stripped (a diameter in m read as mm would be wrong by 1000).
+UNITS = {"fibre_xy": "mm", "fibre_diameter": "mm", "fibre_cv": "mm/s", "nmj_z": "mm", "fibre_ends": "mm",
+         "nerve_paths": "mm", "branch_cv": "mm/s", "electrodes": "mm", "dt": "s", "dz": "mm",
+         "min_radial_dist": "mm"}
+
+
+def _refuse_quantity(name: str, value) -> None:
+    if hasattr(value, "magnitude") and hasattr(value, "units"):
+        unit = UNITS[name]
+        raise TypeError(
+            f"{name} must be a plain number or array in {unit} (got a quantity in {value.units}); "
+            f"pass its magnitude, e.g. x.rescale('{unit}').magnitude (quantities) or x.m_as('{unit}') (pint)"
+        )
+
+
 def _array(name: str, value, ndim: int, trailing: int | None = None) -> np.ndarray:
     if value is None:
         raise TypeError(f"{name} is required (got None)")
+    _refuse_quantity(name, value)
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as e:  # ragged lists and the like
         raise TypeError(f"{name} must be an array of numbers (got {type(value).__name__}: {e})") from None
     if arr.dtype.kind not in "iuf" or arr.dtype == np.bool_:
         raise TypeError(f"{name} must hold real numbers (got dtype {arr.dtype})")
+    if ndim == 1 and arr.ndim == 2 and arr.shape[1] == 1:  # MyoGen's (N, 1) columns
+        arr = arr[:, 0]
     if arr.ndim != ndim or (trailing is not None and arr.shape[-1] != trailing):
-        want = "(N,)" if ndim == 1 else f"(N, {trailing})"
+        want = "(N,) or (N, 1)" if ndim == 1 else f"(N, {trailing})"
         raise ValueError(f"{name} must have shape {want} (got shape {arr.shape})")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.all(np.isfinite(arr)):
@@ -38,6 +57,7 @@ def _array(name: str, value, ndim: int, trailing: int | None = None) -> np.ndarr
 
 
 def _scalar(name: str, value, *, positive: bool = True) -> float:
+    _refuse_quantity(name, value)
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -12,6 +12,7 @@ never allocates more h than fits.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 import kernelrt
@@ -39,6 +40,10 @@ MUAP_BLOCK = (32, 8, 1)
 _MAX_GRID_Y = 65535  # fibres per batch are the grid's y extent
 
 HOST_BUDGET_BYTES = 1 << 30  # at most this much RAM for per-fibre buffers on the CPU
+# On the CPU a batch needs only enough fibres to keep every thread busy: the columns twin
+# splits each fibre into tiles (kernels.MIN_CPU_TASKS), so a few fibres per thread do;
+# more only costs memory (h is Nz x Ne doubles per fibre: 1.5 MB at dz 0.01, 16 electrodes).
+CPU_FIBRES_PER_THREAD = 4
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -64,10 +69,12 @@ def batch_size(backend, plan: FibrePlan, ne: int) -> int:
     nf = plan.vt.shape[0]
     per_fibre, fixed = batch_bytes(backend.name, plan, ne)
     free, _ = backend.get_memory_info()
+    cap = _MAX_GRID_Y
     if backend.name == "cpu":
         free = min(free, HOST_BUDGET_BYTES)
+        cap = CPU_FIBRES_PER_THREAD * numba.get_num_threads()
     n = kernelrt.fit_batch(nf, per_fibre, fixed_bytes=fixed, free_bytes=free, what="compute_sfaps")
-    return min(n, _MAX_GRID_Y)
+    return min(n, cap)
 
 
 def upload_batch(backend, plan: FibrePlan, f0: int, f1: int) -> dict:
@@ -112,8 +119,13 @@ def launch_columns(backend, batch: dict, h, raw) -> None:
     backend.launch_kernel(sfap_columns, grid, COLUMNS_BLOCK, *args)
 
 
-def run_plan(backend, plan: FibrePlan, ze: np.ndarray):
-    """(sfaps_raw, sfaps, muap) for ``plan``; backend arrays (numpy on the CPU)."""
+def run_plan(backend, plan: FibrePlan, ze: np.ndarray, *, keep_raw: bool = True, progress=None):
+    """(sfaps_raw, sfaps, muap) for ``plan``; backend arrays (numpy on the CPU).
+
+    ``keep_raw=False`` delays the SFAPs in place of the raw ones (one (Nt, Ne, Nf) array
+    instead of two) and returns None for them. ``progress(n)`` is called after each batch
+    of n fibres.
+    """
     nf, nt = plan.vt.shape
     ne = ze.shape[0]
     nb = batch_size(backend, plan, ne)
@@ -125,11 +137,15 @@ def run_plan(backend, plan: FibrePlan, ze: np.ndarray):
         hb = h if batch["count"] == nb else h[: batch["count"]]
         launch_response(backend, batch, ze_d, hb)
         launch_columns(backend, batch, hb, raw)
+        if progress is not None:
+            backend.synchronize()
+            progress(batch["count"])
     del h
     if backend.name == "cpu":
-        sfaps = delay_fft(raw, plan.delay_int, plan.delay_frac)
-        return raw, sfaps, sfaps.sum(axis=2)
-    return raw, *_delay_on_device(backend, plan, raw)
+        sfaps = delay_fft(raw, plan.delay_int, plan.delay_frac, out=None if keep_raw else raw)
+        return (raw if keep_raw else None), sfaps, sfaps.sum(axis=2)
+    sfaps, muap = _delay_on_device(backend, plan, raw)
+    return (raw if keep_raw else None), sfaps, muap
 
 
 def _delay_on_device(backend, plan: FibrePlan, raw):

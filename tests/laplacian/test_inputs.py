@@ -205,3 +205,125 @@ def test_int64_index_tables_give_the_same_result(monkeypatch):
         # exact: only the index width differs; the float arithmetic and its order do not
         np.testing.assert_array_equal(L.data, L_ref.data)
         np.testing.assert_array_equal(m, m_ref)
+
+
+# -- the forms a peer passes its data in (SpectralBrain: issue 13) ---------------------------
+
+
+class _Quantity:
+    """What pint's and quantities' Quantity have in common: ``.magnitude`` and ``.units``."""
+
+    def __init__(self, magnitude, units):
+        self.magnitude, self.units = np.asarray(magnitude), units
+
+    def __array__(self, dtype=None, copy=None):  # pint strips the units here, with a warning
+        return np.asarray(self.magnitude, dtype=dtype)
+
+
+class _Decomposition:
+    """SpectralBrain's SpectralDecomposition, duck-typed: it is never imported by kernelrt."""
+
+    def __init__(self, evals, evecs):
+        self.eigenvalues, self.eigenvectors = evals, evecs
+
+
+def test_degenerate_faces_can_be_logged_instead_of_warned(caplog):
+    import logging
+
+    V, F = single_tet()
+    F = np.vstack([F, [[2, 2, 3]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a suite that runs with warnings as errors
+        with caplog.at_level(logging.WARNING, logger="kernelrt.laplacian"):
+            L, _ = lap.cotan_laplacian(V, F, "cpu", report="log")
+        records = [r for r in caplog.records if r.name == "kernelrt.laplacian"]
+        assert [r.getMessage()[:29] for r in records] == ["dropped 1 degenerate face(s) "]
+        mine = logging.getLogger("tests.mine")
+        with caplog.at_level(logging.WARNING, logger="tests.mine"):
+            lap.MeshTopology(F, len(V), report=mine).assemble(V, "cpu")
+        assert any(r.name == "tests.mine" and "dropped 1" in r.getMessage() for r in caplog.records)
+    with pytest.warns(lap.DegenerateMeshWarning):  # the default is unchanged
+        L2, _ = lap.cotan_laplacian(V, F, "cpu")
+    np.testing.assert_array_equal(L.data, L2.data)  # exact: reporting does not touch the values
+    with pytest.raises(ValueError, match=r"report must be 'warn', 'log' or a logging.Logger \(got 'print'\)"):
+        lap.MeshTopology(F, len(V), report="print")
+
+
+def test_as_spectralbrain_gives_its_types_and_pruned_pattern():
+    V, F = single_triangle()
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    L_sb, M_sb = lap.as_spectralbrain(L, m)
+    assert L_sb.format == M_sb.format == "csc" and L_sb.dtype == M_sb.dtype == np.float64
+    assert (L.nnz, L_sb.nnz) == (9, 7)  # the right angle's two explicit zeros are pruned
+    np.testing.assert_array_equal(L_sb.toarray(), L.toarray())  # exact: the same values, another storage
+    np.testing.assert_array_equal(M_sb.toarray(), np.diag(m))
+    assert lap.as_spectralbrain(L, m, prune=False)[0].nnz == 9 and L.nnz == 9  # L itself untouched
+    with pytest.raises(TypeError, match=r"L must be a scipy or cupyx sparse matrix \(got ndarray\)"):
+        lap.as_spectralbrain(L.toarray(), m)
+    with pytest.raises(ValueError, match=r"m must have shape \(3,\) or \(3, 1\)"):
+        lap.as_spectralbrain(L, m[:2])
+
+
+def test_mass_as_a_diagonal_sparse_matrix_or_a_column():
+    V, F = lap.icosphere(1)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    ref = lap.eigenpairs(L, m, 4, backend="cpu")
+    x = np.linspace(0.0, 1.0, len(V))
+    heat = lap.heat_steps(L, m, x, 1e-3, 2, backend="cpu")
+    for mass in (sp_diags(m, "csc"), sp_diags(m, "csr"), sp_diags(m, "coo"), sp_diags(m, "dia"), m[:, None], list(m)):
+        # exact: every form gives the same (N,) float64 vector before any arithmetic
+        np.testing.assert_array_equal(lap.eigenpairs(L, mass, 4, backend="cpu").evals, ref.evals)
+        np.testing.assert_array_equal(lap.heat_steps(L, mass, x, 1e-3, 2, backend="cpu"), heat)
+    consistent = sp_diags(m, "csr") + 1e-3 * abs(L)
+    for call in (lambda M: lap.eigenpairs(L, M, 4, backend="cpu"), lambda M: lap.LaplacianOperator(L, M, backend="cpu")):
+        with pytest.raises(ValueError, match=r"m must have shape \(42,\) or \(42, 1\), or be a diagonal sparse "
+                                             r"\(42, 42\) matrix \(the lumped mass\) \(got a sparse matrix with \d+ non-zero off-diag"):
+            call(consistent)
+        with pytest.raises(ValueError, match=r"\(got a dense \(42, 42\) array: pass its diagonal, np.diag\(m\)\)"):
+            call(np.diag(m))
+        with pytest.raises(ValueError, match=r"\(got a sparse matrix of shape \(41, 41\)\)"):
+            call(sp_diags(m[:-1], "csc"))
+        with pytest.raises(ValueError, match=r"\(got shape \(1, 42\)\)"):
+            call(m[None, :])
+
+
+def sp_diags(m, fmt):
+    import scipy.sparse as sp
+
+    return sp.diags(m, 0, format=fmt)
+
+
+def test_quantities_with_units_are_refused_with_the_fix():
+    V, F = single_triangle()
+    with pytest.raises(TypeError, match=r"vertices must be plain numbers, not a quantity with units "
+                                        r"\(got _Quantity in millimeter\): pass vertices.magnitude"):
+        lap.cotan_laplacian(_Quantity(V, "millimeter"), F, "cpu")
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    with pytest.raises(TypeError, match=r"m must be plain numbers, not a quantity .* pass m.magnitude"):
+        lap.LaplacianOperator(L, _Quantity(m, "mm**2"), backend="cpu")
+    with pytest.raises(TypeError, match=r"t must be plain numbers, not a quantity .* pass t.magnitude"):
+        lap.hks(np.array([0.0, 1.0]), np.ones((3, 2)), t=_Quantity([1.0], "s"))
+
+
+def test_descriptors_take_a_decomposition_object_and_columns():
+    evals, evecs = np.array([0.0, 2.0, 2.5, 6.0]), np.random.default_rng(0).standard_normal((10, 4))
+    t = np.array([0.1, 1.0])
+    ref_h, ref_w = lap.hks(evals, evecs, t), lap.wks(evals, evecs, n_energies=5)
+    decomposition = _Decomposition(evals, evecs)
+    # exact: the same arrays reach the same expressions
+    np.testing.assert_array_equal(lap.hks(decomposition, t=t), ref_h)
+    np.testing.assert_array_equal(lap.hks(evals[:, None], evecs, t[:, None]), ref_h)  # (k, 1) and (T, 1) columns
+    np.testing.assert_array_equal(lap.wks(decomposition, n_energies=5), ref_w)
+    e, sigma = lap.wks_params(evals, 5)
+    np.testing.assert_array_equal(lap.wks(evals[:, None], evecs, e=e[:, None], sigma=sigma), ref_w)
+    with pytest.raises(TypeError, match=r"hks needs the eigenvectors: pass hks\(evals, evecs\) .* \(got ndarray alone\)"):
+        lap.hks(evals)
+    with pytest.raises(TypeError, match=r"wks needs the eigenvectors: .* \(got object alone\)"):
+        lap.wks(object())
+    with pytest.raises(TypeError, match=r"hks takes a decomposition object alone: .* hks\(decomposition, t=...\) "
+                                        r"\(got _Decomposition and a second positional argument ndarray\)"):
+        lap.hks(decomposition, t)  # SpectralBrain's compute_hks(decomp, t_values) order
+    with pytest.raises(ValueError, match=r"evals must be a 1-D \(n,\) array or an \(n, 1\) column \(got shape \(2, 2\)\)"):
+        lap.hks(evals.reshape(2, 2), evecs)
+    with pytest.raises(ValueError, match=r"t must be a 1-D \(n,\) array or an \(n, 1\) column \(got shape \(\)\)"):
+        lap.hks(evals, evecs, 1.0)

@@ -74,6 +74,49 @@ def test_missing_argument_is_a_type_error(cpu):
         compute_sfaps(**kwargs, backend=cpu)
 
 
+class _Quantity(np.ndarray):
+    """A stand-in for a quantities/pint array: numbers plus ``.magnitude`` and ``.units``."""
+
+    units = "m"
+
+    @property
+    def magnitude(self):
+        return np.asarray(self)
+
+
+def test_myogen_columns_are_accepted(cpu):
+    """MyoGen stores per-fibre vectors as (N, 1) columns; they mean the same as (N,)."""
+    kwargs = make_case(nf=3, ne=2, dz=0.5, length=10.0)
+    columns = {k: np.asarray(kwargs[k])[:, None] for k in ("fibre_diameter", "fibre_cv", "nmj_z")}
+    flat = compute_sfaps(**kwargs, backend=cpu)
+    col = compute_sfaps(**{**kwargs, **columns}, backend=cpu)
+    assert np.array_equal(flat.sfaps, col.sfaps)
+    with pytest.raises(ValueError, match=r"fibre_cv must have shape \(N,\) or \(N, 1\) \(got shape \(3, 2\)\)"):
+        compute_sfaps(**{**kwargs, "fibre_cv": np.ones((3, 2))}, backend=cpu)
+
+
+@pytest.mark.parametrize("name", ["fibre_diameter", "dz"])
+def test_quantities_are_refused_with_the_unit_named(cpu, name):
+    kwargs = make_case(nf=2, ne=2, dz=0.5, length=10.0)
+    value = np.atleast_1d(np.asarray(kwargs[name], dtype=float)).view(_Quantity)
+    kwargs[name] = value if name != "dz" else value.reshape(())
+    with pytest.raises(TypeError, match=rf"{name} must be a plain number or array in mm \(got a quantity in m\); "
+                                        r"pass its magnitude"):
+        compute_sfaps(**kwargs, backend=cpu)
+
+
+def test_keep_raw_false_and_progress(cpu):
+    """keep_raw=False delays in place: the same SFAPs, no raw array; progress counts every fibre."""
+    kwargs = make_case(nf=5, ne=3, dz=0.1, length=20.0)
+    full = compute_sfaps(**kwargs, backend=cpu)
+    seen = []
+    light = compute_sfaps(**kwargs, backend=cpu, keep_raw=False, progress=seen.append)
+    assert light.sfaps_raw is None
+    assert np.array_equal(full.sfaps, light.sfaps) and np.array_equal(full.muap, light.muap)
+    assert sum(seen) == 5
+    assert compute_sfaps(**kwargs, backend=cpu, progress=True).sfaps.shape == full.sfaps.shape
+
+
 # -- API surface -----------------------------------------------------------------------
 
 

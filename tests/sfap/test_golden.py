@@ -8,10 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kernelrt.kernels.sfap import SfapResult, compute_sfaps
+from kernelrt.kernels.sfap import delay as sfap_delay_module
 from kernelrt.kernels.sfap import prep as sfap_prep
 from kernelrt.kernels.sfap.delay import (
     delay_fft,
     dirichlet_table,
+    jitter_muap,
     sfap_delay,
     sfap_muap,
 )
@@ -84,3 +86,42 @@ def test_delay_of_golden_raw(cpu):
         muap = np.empty((nt, ne))
         cpu.launch_kernel(sfap_muap, (ne, nt), (1, 1), out, muap)
         assert channel_error(muap, g["muap"]) <= 1e-13  # as above, plus an ascending sum over fibres
+
+
+def _hr_shift_template(x: np.ndarray, delay: float) -> np.ndarray:
+    """MyoGen's hr_shift_template, written from docs/sfap.md: full complex FFT, mirrored bins."""
+    n = x.shape[0]
+    padded = np.append(x, 0.0) if n % 2 == 0 else x
+    big_n = padded.shape[0]
+    spec = np.fft.fft(padded)
+    k = np.arange(1, (big_n - 1) // 2 + 1)
+    turned = spec[1 : len(k) + 1] * np.exp(1j * (2 * np.pi * delay) * k / big_n)
+    return np.fft.ifft(np.concatenate([[spec[0]], turned, np.conj(turned[::-1])])).real[:n]
+
+
+def test_jitter_muap_is_the_sum_of_shifted_templates():
+    """calc_muap(jitter_std > 0): every channel advanced by its fibre's shift, then summed."""
+    rng = np.random.default_rng(3)
+    for nt in (40, 41):  # even lengths get one zero appended, odd ones not
+        sfaps = rng.standard_normal((nt, 3, 5))
+        shifts = rng.normal(0.0, 1.5, 5)
+        expected = sum(
+            np.stack([_hr_shift_template(sfaps[:, e, f], shifts[f]) for e in range(3)], axis=1) for f in range(5)
+        )
+        # rfft/irfft instead of the full complex FFT with mirrored bins: FFT rounding order only
+        np.testing.assert_allclose(jitter_muap(sfaps, shifts), expected, rtol=0, atol=1e-14 * np.abs(expected).max())
+
+
+def test_delay_in_chunks_and_in_place(monkeypatch):
+    """Chunking the host delay over fibres (and doing it in place) changes no result."""
+    rng = np.random.default_rng(4)
+    raw = rng.standard_normal((33, 2, 7))
+    n, frac = rng.integers(0, 40, 7), rng.uniform(0, 1, 7)
+    whole = delay_fft(raw, n, frac)
+    monkeypatch.setattr(sfap_delay_module, "CHUNK_BYTES", 1)  # one fibre per chunk
+    chunked = delay_fft(raw, n, frac)
+    # a chunk's FFT is the same per-column transform; allow for SIMD lane differences only
+    np.testing.assert_allclose(chunked, whole, rtol=0, atol=1e-15 * np.abs(whole).max())
+    in_place = raw.copy()
+    assert delay_fft(in_place, n, frac, out=in_place) is in_place
+    np.testing.assert_array_equal(in_place, chunked)

@@ -1,0 +1,1 @@
+"""kernelrt inside its peers' own APIs (kernelrt.integrations): parity, the switch, the peers' own suites."""
