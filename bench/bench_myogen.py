@@ -17,9 +17,10 @@ cores. Two groups, each with its own MyoGen run, so each ratio comes from one ru
 Every entry runs in a fresh MyoGen interpreter (bench/myogen_peer.py; ``KERNELRT_MYOGEN_PYTHON``,
 else /tmp/myogen312/bin/python; setup in tools/peer_tests.sh), after an untimed dz = 0.5
 run of one unit that loads kernelrt's kernels from the disk cache. extra_info:
-``peak_bytes`` (peak RSS of the process plus its worker processes above the start, sampled
-every 20 ms by psutil), ``muap_max_rel_err`` (channel-relative error of every MUAP against
-the peer run of the group), ``worker_calls`` (calc_sfaps calls kernelrt served in the
+``peak_bytes`` (the process's peak RSS above its start plus each worker process's peak
+RSS, read from /proc after the run; ``worker_peak_bytes`` the workers' part), ``muap_max_rel_err`` (channel-relative error of every MUAP against
+the peer run of the group), ``calls``/``fallbacks`` (units kernelrt computed, and handed back to MyoGen's own
+code, in the main process) and ``worker_calls``/``worker_fallbacks`` (the same in the
 workers: the proof that the swap reached them), ``fibres``.
 
 Quick (``--quick``): every 25th unit (4 units) at dz = 0.1.
@@ -90,21 +91,25 @@ def python():
 @pytest.mark.parametrize("group, mode, role", ENTRIES, ids=[f"{g}-{m}" for g, m, _ in ENTRIES])
 def test_simulate_muaps(benchmark, python, group, mode, role):
     peer = EmgPeer(python)
+    # the group first: pytest-benchmark files the run under the group set before it
+    tag(benchmark, group, role, PEER_NAME, figure=group, x=sum(peer.fibres), mode=mode,
+        x_label=f"fibres in {len(peer.fibres)} motor units, dz {DZ:g} mm", fibres=peer.fibres)
     try:
         peer.warm(mode)
         benchmark.pedantic(lambda: peer.simulate(mode)["seconds"], rounds=1, iterations=1)
         muaps = peer.muaps()
         if mode == "myogen+kernelrt":
-            peer.last["worker_calls"] = peer._ask(worker_stats=CORES)["worker_calls"]
+            workers = peer._ask(worker_stats=CORES)
+            peer.last.update(worker_calls=workers["worker_calls"], worker_fallbacks=workers["worker_fallbacks"])
     finally:
         peer.close()
     if role == "peer":
         _peer_muaps[group] = muaps
-    tag(benchmark, group, role, PEER_NAME, figure=group, x=sum(peer.fibres), mode=mode,
-        x_label=f"fibres in {len(peer.fibres)} motor units, dz {DZ:g} mm", peak_bytes=peer.last["peak_bytes"],
-        fibres=peer.fibres, seconds=peer.last["seconds"])
     info = benchmark.extra_info
-    if "worker_calls" in peer.last:
-        info["worker_calls"] = peer.last["worker_calls"]
+    info.update(peak_bytes=peer.last["peak_bytes"], worker_peak_bytes=peer.last["worker_peak_bytes"],
+                seconds=peer.last["seconds"])
+    for key in ("calls", "fallbacks", "worker_calls", "worker_fallbacks"):
+        if key in peer.last and mode != "myogen":
+            info[key] = peer.last[key]
     if role != "peer" and group in _peer_muaps:
         info["muap_max_rel_err"] = _max_rel_err(_peer_muaps[group], muaps)

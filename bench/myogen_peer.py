@@ -13,7 +13,7 @@ script once with that interpreter and sends one JSON command per line:
                                   simulate_muaps of that EMG: MyoGen's own (n_jobs workers), MyoGen's
                                   with kernelrt enabled in its workers, or kernelrt's in-process
                                   one-call version; replies wall time and the peak RSS of this
-                                  process plus its children above the start (psutil, sampled)
+                                  process above its start plus its workers' (TreeHighWater)
     {"quit": true}
 
 Each reply is one JSON line. The process stays alive between rounds, so what the
@@ -28,7 +28,6 @@ import io
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -62,44 +61,37 @@ def emg_case(n_units: int, every: int, dz: float, cache: str):
     return emg, fibres
 
 
-class TreePeak:
-    """Peak memory of this process plus its children (joblib's workers), sampled every 20 ms.
+class TreeHighWater:
+    """Peak memory of this process (above its start) plus that of its worker processes.
 
-    Each process counts its PSS (proportional set size): pages shared between the parent
-    and its workers (NumPy, numba, NEURON libraries) are split between them instead of
-    being counted once per process, as a sum of RSS would. Where PSS is not available
-    (not Linux), RSS.
+    This process's high-water mark is reset on entry (``/proc/self/clear_refs``, Linux >= 4.0)
+    and read on exit (``VmHWM``), minus the resident size on entry; each child alive at the
+    exit (joblib's loky workers, which stay up between calls and were started by this run)
+    adds its own ``VmHWM``. The sum of the processes' peaks bounds the peak of their sum
+    from above, the same way for every mode. Nothing samples during the run: reading
+    ``/proc/<pid>/smaps`` every few milliseconds cost a whole core here.
     """
 
-    def __init__(self):
-        import psutil
-
-        self._me = psutil.Process()
-        self.base = self._rss()
-        self.peak = self.base
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _rss(self) -> int:
-        total = 0
-        for p in [self._me, *self._me.children(recursive=True)]:
-            with contextlib.suppress(Exception):  # a worker may exit between listing and reading
-                info = p.memory_full_info()
-                total += getattr(info, "pss", info.rss)
-        return total
-
-    def _sample(self):
-        while not self._stop.wait(0.02):
-            self.peak = max(self.peak, self._rss())
+    @staticmethod
+    def _hwm(pid: str = "self") -> int:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
     def __enter__(self):
-        self._thread.start()
+        with open("/proc/self/statm") as f:
+            self.base = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._rss())
+        import psutil
+
+        self.workers = 0
+        for child in psutil.Process().children(recursive=True):
+            with contextlib.suppress(OSError):  # a worker may exit between listing and reading
+                self.workers += self._hwm(str(child.pid))
+        self.peak = self._hwm() - self.base + self.workers
 
 
 def simulate(emg, mode: str, n_jobs: int):
@@ -107,14 +99,16 @@ def simulate(emg, mode: str, n_jobs: int):
     import kernelrt.integrations.myogen as kmyogen
 
     (kmyogen.enable if mode == "myogen+kernelrt" else kmyogen.disable)()
-    with TreePeak() as peak, contextlib.redirect_stderr(io.StringIO()):  # MyoGen's per-fibre bars
+    with TreeHighWater() as peak, contextlib.redirect_stderr(io.StringIO()):  # MyoGen's per-fibre bars
         t0 = time.perf_counter()
         if mode == "kernelrt":
             block = kmyogen.simulate_muaps(emg, verbose=False)
         else:
             block = emg.simulate_muaps(n_jobs=n_jobs, verbose=False)
         seconds = time.perf_counter() - t0
-    reply = {"seconds": seconds, "peak_bytes": peak.peak - peak.base}
+    here = kmyogen.stats()  # kernelrt's calls and fallbacks to MyoGen's own code in this process
+    reply = {"seconds": seconds, "peak_bytes": peak.peak, "worker_peak_bytes": peak.workers,
+             "calls": here["calls"], "fallbacks": here["fallbacks"]}
     muaps = [np.asarray(s.analogsignals[0].magnitude) for s in block.segments]
     return muaps, reply
 
@@ -165,8 +159,10 @@ def main() -> int:
 
             n_jobs = int(cmd["worker_stats"])
             stats = Parallel(n_jobs=n_jobs)(delayed(kmyogen.stats)() for _ in range(4 * n_jobs))
-            reply = {"ok": True, "worker_calls": sum({s["pid"]: s["calls"] for s in stats}.values()),
-                     "worker_pids": sorted({s["pid"] for s in stats}), "pid": os.getpid()}
+            per_worker = {s["pid"]: s for s in stats}
+            reply = {"ok": True, "worker_calls": sum(s["calls"] for s in per_worker.values()),
+                     "worker_fallbacks": sum(s["fallbacks"] for s in per_worker.values()),
+                     "worker_pids": sorted(per_worker), "pid": os.getpid()}
         elif "warm" in cmd:  # kernelrt's kernels into the disk cache (and this process), untimed
             from kernelrt.kernels.sfap import compute_sfaps
             from kernelrt.kernels.sfap.reference import synthetic_motor_unit

@@ -79,7 +79,8 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
         fibre_diameter: (Nf,) fibre diameters, > 0 ((Nf, 1) columns, as MyoGen stores
             them, are accepted for every per-fibre vector).
         fibre_cv: (Nf,) muscle-fibre conduction velocities, > 0.
-        nmj_z: (Nf,) end-plate (NMJ) z positions, within the fibre's ends.
+        nmj_z: (Nf,) end-plate (NMJ) z positions; outside the fibre's ends too, as MyoGen
+            allows (the grid then runs from the NMJ to the far tendon, docs/sfap.md).
         fibre_ends: (Nf, 2) left and right tendon z positions, left < right.
         nerve_paths: (Nf, 2) nerve-branch path lengths (p1, p2), >= 0.
         branch_cv: (2,) nerve-branch conduction velocities (c1, c2), > 0.

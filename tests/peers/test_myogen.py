@@ -39,7 +39,7 @@ def _restore():
     kmyogen.disable()
 
 
-def _motor_unit(seed: int, nf: int, ne: int, length: float = 120.0, tendons: bool = False):
+def _motor_unit(seed: int, nf: int, ne: int, length: float = 120.0, tendons: str | None = None):
     """A MyoGen motor unit with NMJs and nerve paths set directly (no RNG of MyoGen's involved)."""
     rng = np.random.default_rng(seed)
     r, th = 2 * np.sqrt(rng.uniform(size=nf)), rng.uniform(0, 2 * np.pi, nf)
@@ -52,8 +52,10 @@ def _motor_unit(seed: int, nf: int, ne: int, length: float = 120.0, tendons: boo
         nominal_center__mm=xy.mean(axis=0),
     )
     nmj = np.clip(length / 2 + rng.normal(0, 2, nf), 1, length - 1)
-    if tendons:  # NMJs at and next to either tendon: the mirror and mask edge cases
+    if tendons == "at":  # NMJs at and next to either tendon: the mirror and mask edge cases
         nmj[:3] = (0.02, length - 0.03, 0.0)
+    elif tendons == "outside":  # past the tendons, as MyoGen's NMJ simulation places some
+        nmj[:3] = (-3.4154912756538636, length + 0.188538403434386, length + 1.7)
     mu._neuromuscular_z_coordinates__mm = nmj[:, None]
     mu.nerve_paths = np.stack([rng.uniform(2, 15, nf), rng.uniform(0.5, 3, nf)], axis=1)
     electrodes = np.array([-0.5, -0.4, length / 2 - 1.5]) + 0.5 * np.arange(ne)[:, None] * np.array([0.9, 0.2, 0.3])
@@ -72,8 +74,8 @@ def _myogen_parity(ref: np.ndarray, got: np.ndarray) -> None:
     assert channel_error(got, ref) <= 1e-12
 
 
-@pytest.mark.parametrize("seed, nf, ne, dz, tendons", [(0, 8, 5, 0.1, False), (1, 6, 4, 0.5, False),
-                                                        (3, 6, 4, 0.05, True)])
+@pytest.mark.parametrize("seed, nf, ne, dz, tendons", [(0, 8, 5, 0.1, None), (1, 6, 4, 0.5, None),
+                                                        (3, 6, 4, 0.05, "at"), (4, 5, 3, 0.1, "outside")])
 def test_calc_sfaps_and_muap_match_myogen(seed, nf, ne, dz, tendons):
     ref_mu, electrodes = _motor_unit(seed, nf, ne, tendons=tendons)
     ref_mu.calc_sfaps(0, DT, dz, electrodes, verbose=False, use_gpu=False)

@@ -31,8 +31,6 @@ BAD_INPUTS = [
     ("fibre_diameter", np.array([0.05, np.nan]), ValueError, "fibre_diameter must be finite"),
     ("fibre_cv", np.array([4000.0, -1.0]), ValueError, "fibre_cv must be > 0"),
     ("fibre_cv", np.array([4000.0, np.inf]), ValueError, "fibre_cv must be finite"),
-    ("nmj_z", np.array([10.0, 25.0]), ValueError, "nmj_z must lie within the fibre's ends"),
-    ("nmj_z", np.array([10.0, -0.1]), ValueError, "nmj_z must lie within"),
     ("nmj_z", np.array([[10.0, 10.0]]), ValueError, r"nmj_z must have shape \(N,\)"),
     ("fibre_ends", np.array([[0.0, 20.0], [20.0, 0.0]]), ValueError, "left < right"),
     ("fibre_ends", np.array([[0.0, 20.0], [5.0, 5.0]]), ValueError, "left < right"),
@@ -103,6 +101,19 @@ def test_quantities_are_refused_with_the_unit_named(cpu, name):
     with pytest.raises(TypeError, match=rf"{name} must be a plain number or array in mm \(got a quantity in m\); "
                                         r"pass its magnitude"):
         compute_sfaps(**kwargs, backend=cpu)
+
+
+def test_nmj_outside_the_fibre_follows_the_model(cpu):
+    """MyoGen places some NMJs past a tendon; kernelrt computes them as the NumPy reference does."""
+    from kernelrt.kernels.sfap.reference import channel_error, reference_sfaps
+
+    kwargs = make_case(nf=4, ne=3, dz=0.1, length=20.0)
+    kwargs["nmj_z"] = np.array([-1.37, 21.5, 0.004, 10.0])  # before a, past b, just inside, mid
+    ours = compute_sfaps(**kwargs, backend=cpu)
+    ref = reference_sfaps(**kwargs)
+    assert ours.sfaps.shape == ref["sfaps"].shape
+    # the reference sums in another order (BLAS); docs/sfap.md, "Accuracy metric"
+    assert channel_error(ours.sfaps, ref["sfaps"]) <= 1e-12
 
 
 def test_keep_raw_false_and_progress(cpu):
