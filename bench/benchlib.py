@@ -15,6 +15,12 @@ def tag(benchmark, group, role, peer=None, **info):
     benchmark.extra_info.update(role=role, peer=peer, **info)
 
 
+def vm_hwm(pid="self") -> int:
+    """A process's peak resident size in bytes (``VmHWM`` in /proc/<pid>/status, Linux)."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
 def peak_rss(run) -> dict:
     """Call ``run()`` and measure its peak RSS above the RSS just before it (this process).
 
@@ -37,8 +43,7 @@ def peak_rss(run) -> dict:
         reset = False
     run()
     if reset:
-        with open("/proc/self/status") as f:
-            peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        peak = vm_hwm()
     else:  # KiB on Linux
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return {"peak_bytes": max(peak - baseline, 0), "baseline_bytes": baseline, "hwm_reset": reset}

@@ -13,7 +13,7 @@ script once with that interpreter and sends one JSON command per line:
                                   simulate_muaps of that EMG: MyoGen's own (n_jobs workers), MyoGen's
                                   with kernelrt enabled in its workers, or kernelrt's in-process
                                   one-call version; replies wall time and the peak RSS of this
-                                  process above its start plus its workers' (TreeHighWater)
+                                  process above its start plus its workers' (workers_high_water)
     {"quit": true}
 
 Each reply is one JSON line. The process stays alive between rounds, so what the
@@ -32,6 +32,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import (  # bench/ is this script's directory, so on sys.path
+    peak_rss,
+    vm_hwm,
+)
 
 
 def emg_case(n_units: int, every: int, dz: float, cache: str):
@@ -61,55 +65,46 @@ def emg_case(n_units: int, every: int, dz: float, cache: str):
     return emg, fibres
 
 
-class TreeHighWater:
-    """Peak memory of this process (above its start) plus that of its worker processes.
+def workers_high_water() -> int:
+    """The sum of the peak RSS (``VmHWM``) of this process's children: joblib's loky workers.
 
-    This process's high-water mark is reset on entry (``/proc/self/clear_refs``, Linux >= 4.0)
-    and read on exit (``VmHWM``), minus the resident size on entry; each child alive at the
-    exit (joblib's loky workers, which stay up between calls and were started by this run)
-    adds its own ``VmHWM``. The sum of the processes' peaks bounds the peak of their sum
-    from above, the same way for every mode. Nothing samples during the run: reading
-    ``/proc/<pid>/smaps`` every few milliseconds cost a whole core here.
+    They stay up between calls and were started by the run just measured, so their peak is
+    that run's. Added to this process's peak above its start (``benchlib.peak_rss``), it
+    bounds the peak of the processes' sum from above, the same way for every mode. Nothing
+    samples during the run: reading ``/proc/<pid>/smaps`` every few milliseconds cost a
+    whole core here.
     """
+    import psutil
 
-    @staticmethod
-    def _hwm(pid: str = "self") -> int:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-
-    def __enter__(self):
-        with open("/proc/self/statm") as f:
-            self.base = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return self
-
-    def __exit__(self, *exc):
-        import psutil
-
-        self.workers = 0
-        for child in psutil.Process().children(recursive=True):
-            with contextlib.suppress(OSError):  # a worker may exit between listing and reading
-                self.workers += self._hwm(str(child.pid))
-        self.peak = self._hwm() - self.base + self.workers
+    total = 0
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(OSError):  # a worker may exit between listing and reading
+            total += vm_hwm(child.pid)
+    return total
 
 
 def simulate(emg, mode: str, n_jobs: int):
-    """MUAPs of every simulated unit, the wall time and the peak tree RSS above the start."""
+    """MUAPs of every simulated unit, the wall time and the peak memory of this process and its workers."""
     import kernelrt.integrations.myogen as kmyogen
 
     (kmyogen.enable if mode == "myogen+kernelrt" else kmyogen.disable)()
-    with TreeHighWater() as peak, contextlib.redirect_stderr(io.StringIO()):  # MyoGen's per-fibre bars
+    run = {}
+
+    def simulate_muaps():
         t0 = time.perf_counter()
         if mode == "kernelrt":
-            block = kmyogen.simulate_muaps(emg, verbose=False)
+            run["block"] = kmyogen.simulate_muaps(emg, verbose=False)
         else:
-            block = emg.simulate_muaps(n_jobs=n_jobs, verbose=False)
-        seconds = time.perf_counter() - t0
+            run["block"] = emg.simulate_muaps(n_jobs=n_jobs, verbose=False)
+        run["seconds"] = time.perf_counter() - t0
+
+    with contextlib.redirect_stderr(io.StringIO()):  # MyoGen's per-fibre bars
+        here_peak = peak_rss(simulate_muaps)["peak_bytes"]
+    workers = workers_high_water()
     here = kmyogen.stats()  # kernelrt's calls and fallbacks to MyoGen's own code in this process
-    reply = {"seconds": seconds, "peak_bytes": peak.peak, "worker_peak_bytes": peak.workers,
+    reply = {"seconds": run["seconds"], "peak_bytes": here_peak + workers, "worker_peak_bytes": workers,
              "calls": here["calls"], "fallbacks": here["fallbacks"]}
-    muaps = [np.asarray(s.analogsignals[0].magnitude) for s in block.segments]
+    muaps = [np.asarray(s.analogsignals[0].magnitude) for s in run["block"].segments]
     return muaps, reply
 
 

@@ -27,10 +27,11 @@ from threadpoolctl import threadpool_limits
 
 import kernelrt
 
+from ..conventions import terminal_bar
 from .chebyshev import chebyshev_eigenpairs
 from .eigen_report import EigenConvergenceError, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
-from .inputs import mass_vector
+from .inputs import host_square_sparse, mass_vector
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
 from .spmv import _to_host
@@ -84,16 +85,6 @@ def _check_k(k, n: int) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k < n:
         raise ValueError(f"k must be an int in [1, {n - 1}] for a {n}-vertex mesh (got {k!r})")
     return int(k)
-
-
-def _host_csr(L):
-    if hasattr(L, "get") and not sp.issparse(L):  # cupyx sparse matrix
-        L = L.get()
-    if not sp.issparse(L):
-        raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
-    if L.ndim != 2 or L.shape[0] != L.shape[1]:
-        raise ValueError(f"L must be square (got shape {L.shape})")
-    return L
 
 
 def _host_vector(m, n: int, name: str) -> np.ndarray:
@@ -182,7 +173,7 @@ def eigenpairs(
         EigenConvergenceError: the iteration limit came first; says what was reached.
     """
     t0 = time.perf_counter()
-    L = _host_csr(L)
+    L = host_square_sparse(L)
     n = L.shape[0]
     k = _check_k(k, n)
     m = _host_vector(m, n, "m")
@@ -247,10 +238,7 @@ class _progress_callback:
     def __init__(self, progress, k: int, method: str):
         self.bar, self.callback = None, progress if callable(progress) else None
         if progress is True:
-            from tqdm import tqdm  # noqa: PLC0415
-
-            # disable=None: no bar unless stderr is a terminal (a log file gets no frames)
-            self.bar = tqdm(total=k, desc=f"eigenpairs ({method})", unit="pair", disable=None, leave=False)
+            self.bar = terminal_bar(k, f"eigenpairs ({method})", "pair")
 
     def __enter__(self):
         if self.bar is None:

@@ -17,12 +17,14 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
+from ..conventions import refuse_quantity
+
 __all__ = [
     "DegenerateMeshWarning",
     "REPORTS",
     "check_report",
-    "refuse_quantity",
     "mass_vector",
+    "host_square_sparse",
     "host_vector",
     "check_vertices",
     "check_device_vertices",
@@ -48,19 +50,6 @@ def check_report(report):
     raise ValueError(f"report must be 'warn', 'log' or a logging.Logger (got {report!r})")
 
 
-def refuse_quantity(a, name: str) -> None:
-    """Raise ``TypeError`` for a quantity with units (pint, quantities): pass its magnitude.
-
-    Duck-typed (``.magnitude`` and ``.units``), so no units library is imported. Units are
-    refused rather than stripped: only the caller knows which unit the numbers should be in.
-    """
-    if hasattr(a, "magnitude") and hasattr(a, "units"):
-        raise TypeError(
-            f"{name} must be plain numbers, not a quantity with units (got {type(a).__name__} in {a.units}): "
-            f"pass {name}.magnitude, converted first to the unit you mean (e.g. .to('mm').magnitude)"
-        )
-
-
 def _is_cupyx_sparse(a) -> bool:
     return type(a).__module__.startswith("cupyx.scipy.sparse")
 
@@ -78,7 +67,6 @@ def mass_vector(m, n: int, name: str = "m"):
         ValueError: another shape, or a sparse matrix with non-zero off-diagonal entries
             (kernelrt's eigensolvers and heat steps need the lumped, diagonal mass).
     """
-    refuse_quantity(m, name)
     want = f"{name} must have shape ({n},) or ({n}, 1), or be a diagonal sparse ({n}, {n}) matrix (the lumped mass)"
     if _is_cupyx_sparse(m):
         m = m.get()
@@ -109,9 +97,24 @@ def mass_vector(m, n: int, name: str = "m"):
     return a
 
 
+def host_square_sparse(L):
+    """A square sparse matrix on the host: a SciPy one as it is, a cupyx one copied back.
+
+    Raises:
+        TypeError: L is not a sparse matrix.
+        ValueError: L is not square.
+    """
+    if hasattr(L, "get") and not sp.issparse(L):  # cupyx sparse matrix
+        L = L.get()
+    if not sp.issparse(L):
+        raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
+    if L.ndim != 2 or L.shape[0] != L.shape[1]:
+        raise ValueError(f"L must be square (got shape {L.shape})")
+    return L
+
+
 def host_vector(a, name: str) -> np.ndarray:
     """A 1-D float64 host array from an (n,) vector or an (n, 1) column (eigenvalues, times, energies)."""
-    refuse_quantity(a, name)
     if hasattr(a, "get") and hasattr(a, "__cuda_array_interface__"):  # CuPy
         a = a.get()
     arr = _as_real_array(a, name)

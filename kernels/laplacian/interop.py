@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .inputs import mass_vector
+from .inputs import host_square_sparse, mass_vector
 from .spmv import _to_host
 
 __all__ = ["as_spectralbrain", "eigenpairs_of"]
@@ -49,12 +49,7 @@ def as_spectralbrain(L, m, *, prune: bool = True) -> tuple[sp.csc_matrix, sp.csc
         TypeError: L is not a sparse matrix.
         ValueError: L is not square, or m is not a lumped mass of matching size.
     """
-    if type(L).__module__.startswith("cupyx.scipy.sparse"):
-        L = L.get()
-    if not sp.issparse(L):
-        raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
-    if L.ndim != 2 or L.shape[0] != L.shape[1]:
-        raise ValueError(f"L must be square (got shape {L.shape})")
+    L = host_square_sparse(L)
     n = L.shape[0]
     mass = np.asarray(_to_host(mass_vector(m, n)), dtype=np.float64)
     # a new CSC whatever the input (tocsc of a CSC returns the same object): pruning it

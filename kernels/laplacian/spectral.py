@@ -17,7 +17,8 @@ import numpy as np
 
 import kernelrt
 
-from .inputs import host_vector, refuse_quantity
+from ..conventions import refuse_quantity
+from .inputs import host_vector
 from .interop import eigenpairs_of
 from .placement import cupy_or_none
 

@@ -28,6 +28,7 @@ import numpy as np
 
 import kernelrt
 
+from ..conventions import terminal_bar
 from .delay import sfap_delay, sfap_muap
 from .inputs import check_inputs
 from .kernels import sfap_columns, sfap_response
@@ -126,10 +127,7 @@ def _progress_bar(progress, n_fibres: int):
     if callable(progress) or not progress:
         yield progress or None
         return
-    from tqdm import tqdm
-
-    # disable=None: no bar unless stderr is a terminal (a log file gets no frames)
-    with tqdm(total=n_fibres, desc="kernelrt SFAPs", unit="fibre", disable=None, leave=False) as bar:
+    with terminal_bar(n_fibres, "kernelrt SFAPs", "fibre") as bar:
         yield bar.update
 
 

@@ -11,6 +11,8 @@ import numbers
 
 import numpy as np
 
+from ..conventions import refuse_quantity
+
 __all__ = ["SfapInputs", "check_inputs"]
 
 
@@ -18,26 +20,17 @@ class SfapInputs(dict):
     """The validated inputs, keyed by ``plan_fibres``' parameter names."""
 
 
-# The unit each argument is read in: a quantities/pint Quantity is refused with it named,
-# never silently stripped (a diameter in m read as mm would be wrong by 1000).
+# The unit each argument is read in: a quantities/pint Quantity is refused with it named
+# (conventions.refuse_quantity), never silently stripped.
 UNITS = {"fibre_xy": "mm", "fibre_diameter": "mm", "fibre_cv": "mm/s", "nmj_z": "mm", "fibre_ends": "mm",
          "nerve_paths": "mm", "branch_cv": "mm/s", "electrodes": "mm", "dt": "s", "dz": "mm",
          "min_radial_dist": "mm"}
 
 
-def _refuse_quantity(name: str, value) -> None:
-    if hasattr(value, "magnitude") and hasattr(value, "units"):
-        unit = UNITS[name]
-        raise TypeError(
-            f"{name} must be a plain number or array in {unit} (got a quantity in {value.units}); "
-            f"pass its magnitude, e.g. x.rescale('{unit}').magnitude (quantities) or x.m_as('{unit}') (pint)"
-        )
-
-
 def _array(name: str, value, ndim: int, trailing: int | None = None) -> np.ndarray:
     if value is None:
         raise TypeError(f"{name} is required (got None)")
-    _refuse_quantity(name, value)
+    refuse_quantity(value, name, UNITS[name])
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as e:  # ragged lists and the like
@@ -57,7 +50,7 @@ def _array(name: str, value, ndim: int, trailing: int | None = None) -> np.ndarr
 
 
 def _scalar(name: str, value, *, positive: bool = True) -> float:
-    _refuse_quantity(name, value)
+    refuse_quantity(value, name, UNITS[name])
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
