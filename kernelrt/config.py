@@ -20,6 +20,8 @@ own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) a
 ``KERNELRT_MYOGEN``        ``1`` swaps MyoGen's SFAP code for kernelrt's in every process
                            (``kernelrt.integrations``; ``enable()`` sets it for children)
 ``KERNELRT_SPECTRALBRAIN`` the same for SpectralBrain's cotangent Laplacian
+``CUDA_VISIBLE_DEVICES``   CUDA's own: the GPUs a process sees (dask-cuda sets one per
+                           worker; ``kernelrt.distributed`` reports it)
 ``MYOGEN_DISABLE_GPU``     MyoGen's own: ``1`` makes ``use_gpu=None`` mean the CPU
 ``NUMBA_ENABLE_CUDASIM``   Numba's own switch: run CUDA kernels in the simulator
 ``NUMBA_THREADING_LAYER``  Numba's own: when set, kernelrt does not preload TBB
@@ -44,6 +46,8 @@ __all__ = [
     "integration_requested",
     "request_integration",
     "myogen_gpu_disabled",
+    "use_cache_dir",
+    "visible_cuda_devices",
     "logger",
 ]
 
@@ -142,6 +146,20 @@ def request_integration(variable: str, on: bool) -> None:
 def myogen_gpu_disabled() -> bool:
     """MyoGen's own ``MYOGEN_DISABLE_GPU``: its ``use_gpu=None`` then means the CPU."""
     return os.environ.get("MYOGEN_DISABLE_GPU", "").lower() in ("1", "true", "yes")
+
+
+def use_cache_dir(path) -> None:
+    """Point this process (and its children) at another kernel cache directory.
+
+    ``kernelrt.distributed.KernelrtPlugin(cache_dir=...)`` calls it on each worker, so that
+    every backend the worker makes, the defaults of ``get_backend`` included, shares it.
+    """
+    os.environ["KERNELRT_CACHE_DIR"] = os.fspath(path)
+
+
+def visible_cuda_devices() -> str | None:
+    """CUDA's ``CUDA_VISIBLE_DEVICES`` (None when unset): the GPUs this process sees."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 if debug_enabled():

@@ -5,12 +5,15 @@
   to pass its magnitude, never stripped silently: a diameter in m read as mm would be
   wrong by 1000, and only the caller knows which unit the numbers are in.
 * ``terminal_bar``: the tqdm progress bar that ``progress=True`` asks for, drawn only
-  when stderr is a terminal, so a log file gets no frames.
+  when stderr is a terminal, so a log file gets no frames; ``progress_callback`` turns
+  a ``progress=`` argument (True, False or a callable) into one callback.
 """
 
 from __future__ import annotations
 
-__all__ = ["refuse_quantity", "terminal_bar"]
+import contextlib
+
+__all__ = ["refuse_quantity", "terminal_bar", "progress_callback"]
 
 
 def refuse_quantity(value, name: str, unit: str | None = None) -> None:
@@ -41,3 +44,16 @@ def terminal_bar(total: int, desc: str, unit: str):
 
     # disable=None: no bar unless stderr is a terminal (a log file gets no frames)
     return tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+
+
+@contextlib.contextmanager
+def progress_callback(progress, total: int, desc: str, unit: str):
+    """A ``progress=`` argument as a callback taking a count done, or None for no progress.
+
+    A callable is used as it is; True draws a ``terminal_bar`` for the ``with`` block.
+    """
+    if callable(progress) or not progress:
+        yield progress or None
+        return
+    with terminal_bar(total, desc, unit) as bar:
+        yield bar.update

@@ -19,6 +19,9 @@ This ``__init__`` is the family's public API; the modules:
 - ``spectral``: HKS, WKS and their default grids.
 - ``meshes``: icospheres (golden-exact) and jittered icospheres.
 - ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
+- ``cohort``: ``cohort_spectra``, many subjects here or on a Dask cluster.
+- ``cohort_store``: ``SubjectSpectrum`` and its ``.npz`` file.
+- ``mesh_io``: reading surface files (meshio, nibabel), for cohorts and ``kernelrt cohort``.
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped
@@ -30,8 +33,11 @@ from __future__ import annotations
 
 from .assembly import assembly_kernels
 from .chebyshev import chebyshev_kernels
+from ..tasks import TaskFailure
+from .cohort import CohortError, SubjectSpectrum, cohort_spectra
 from .inputs import DegenerateMeshWarning
 from .interop import as_spectralbrain
+from .mesh_io import find_meshes, read_mesh, subject_names
 from .meshes import icosphere, mean_edge_length, noisy_icosphere
 from .pattern import pattern_kernels
 from .eigen_report import EigenConvergenceError
@@ -59,6 +65,13 @@ __all__ = [
     "wks_params",
     "shared_hks_times",
     "hks_batch",
+    "cohort_spectra",
+    "CohortError",
+    "SubjectSpectrum",
+    "TaskFailure",
+    "read_mesh",
+    "find_meshes",
+    "subject_names",
     "icosphere",
     "noisy_icosphere",
     "mean_edge_length",

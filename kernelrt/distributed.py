@@ -1,0 +1,254 @@
+"""kernelrt on a Dask cluster: one backend per worker, for the worker's lifetime.
+
+Past one machine kernelrt runs on Dask (``dask.distributed``; ``dask-cuda``'s
+``LocalCUDACluster`` on multi-GPU nodes, ``dask-jobqueue`` on HPC), not on a scheduler of
+its own. This module is the runtime's side of it:
+
+* ``KernelrtPlugin``, a worker plugin. On each worker it makes the worker's backend (its
+  GPU, which dask-cuda selects through ``CUDA_VISIBLE_DEVICES``, else the CPU) and loads
+  the kernels from the disk cache before the first task, off the worker's event loop.
+  Workers that share a cache directory compile each kernel once between them: the
+  cache's per-key lock makes the others wait and load.
+* ``worker_backend()``, the backend inside a task, with the task thread's numba thread
+  count set.
+* ``ensure_plugin`` and ``map_ordered``, which the kernel library's cohort functions use.
+
+Importing this module imports ``distributed`` (``pip install 'kernelrt[distributed]'``);
+importing ``kernelrt`` does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import socket
+import time
+from pathlib import Path
+
+from . import config
+from .backend import Backend
+from .disk_cache import resolve_cache_dir
+from .selection import KINDS, get_backend
+
+try:
+    from distributed import WorkerPlugin, as_completed, get_worker
+except ImportError as e:  # pragma: no cover - depends on the installation
+    raise ImportError(
+        "kernelrt.distributed needs Dask's distributed scheduler: pip install 'kernelrt[distributed]'"
+    ) from e
+
+__all__ = ["PLUGIN_NAME", "KernelrtPlugin", "ensure_plugin", "map_ordered", "worker_backend", "worker_info"]
+
+PLUGIN_NAME = "kernelrt"
+# The kernel families whose kernels a worker loads by default: named, not imported, so
+# the runtime does not depend on the kernel library; each has a ``warm_specs()``.
+DEFAULT_WARM = ("kernelrt.kernels.sfap", "kernelrt.kernels.laplacian")
+# Filesystems on which SQLite's WAL journal (the cache's index) and flock are not
+# coherent across hosts.
+NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+                       "glusterfs", "fuse.glusterfs", "fuse.sshfs", "panfs", "afs", "9p")
+
+
+class KernelrtPlugin(WorkerPlugin):
+    """Gives each Dask worker one kernelrt backend for its lifetime.
+
+    Register it once per cluster (``client.register_plugin(KernelrtPlugin())``; the kernel
+    library's ``cohort_spectra`` and ``compute_many`` register one with the defaults when
+    the cluster has none). Workers that join later get it too.
+
+    Args:
+        backend: "auto" (the worker's GPU if CUDA is available, else the CPU), "cuda" or
+            "cpu". Under dask-cuda each worker sees one GPU, as device 0.
+        threads_per_task: numba threads each task's CPU kernels use. Dask's convention is
+            one core per worker thread (its nanny also sets BLAS to one thread), hence 1;
+            a worker with ``nthreads=1`` on an N-core host may use N.
+        cache_dir: the kernel cache directory of every backend on the worker; None keeps
+            the worker's own (``KERNELRT_CACHE_DIR``, else the user cache). Keep it on a
+            disk local to the host: on a network filesystem the cache's SQLite index and
+            locks are not safe across hosts (the plugin logs a warning there).
+        warm: the kernels to load (or compile) at start-up: module names whose
+            ``warm_specs()`` lists them, callables returning such a dict, or None.
+
+    Raises:
+        TypeError, ValueError: an argument is malformed (before anything is sent).
+    """
+
+    name = PLUGIN_NAME  # Dask keys plugins by name: worker_backend() finds it under this one
+    idempotent = False  # registering a new plugin replaces the old one (new settings)
+
+    def __init__(self, backend: str = "auto", *, threads_per_task: int = 1, cache_dir=None,
+                 warm=DEFAULT_WARM):
+        if isinstance(backend, Backend) or not isinstance(backend, str) or backend not in KINDS:
+            raise TypeError(
+                f"backend must be one of {', '.join(map(repr, KINDS))}: each worker makes its own "
+                f"(got {backend!r})"
+            )
+        if isinstance(threads_per_task, bool) or not isinstance(threads_per_task, int) or threads_per_task < 1:
+            raise ValueError(f"threads_per_task must be a positive int (got {threads_per_task!r})")
+        if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+            raise TypeError(f"cache_dir must be a path or None (got {type(cache_dir).__name__})")
+        warm = () if warm is None else (warm,) if isinstance(warm, str) or callable(warm) else tuple(warm)
+        for source in warm:
+            if not (isinstance(source, str) or callable(source)):
+                raise TypeError(f"warm entries must be module names or callables (got {source!r})")
+        self.kind = backend
+        self.threads_per_task = threads_per_task
+        self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
+        self.warm = warm
+        self.backend: Backend | None = None
+        self.info: dict = {}
+
+    def __repr__(self):
+        return (f"KernelrtPlugin(backend={self.kind!r}, threads_per_task={self.threads_per_task}, "
+                f"cache_dir={self.cache_dir!r})")
+
+    async def setup(self, worker) -> None:
+        # Loading (or compiling) kernels takes seconds: off the event loop, so the worker
+        # keeps answering the scheduler's heartbeats meanwhile.
+        await asyncio.get_running_loop().run_in_executor(None, self.start, getattr(worker, "address", None))
+
+    def start(self, address=None) -> dict:
+        """Make the backend and load the kernels (what ``setup`` runs, in a thread)."""
+        t0 = time.perf_counter()
+        if self.cache_dir is not None:
+            config.use_cache_dir(self.cache_dir)
+        cache_dir = resolve_cache_dir()
+        network = network_filesystem(cache_dir)
+        if network:
+            config.logger.warning(
+                "kernelrt: the kernel cache %s is on a %s filesystem, where its SQLite index and locks are "
+                "not safe across hosts; give each host a local one (KernelrtPlugin(cache_dir=...))",
+                cache_dir, network,
+            )
+        self.backend = get_backend(self.kind)
+        host = get_backend("cpu")  # host-side kernels (mesh patterns) run here whatever the backend
+        counts = {"compiled": 0, "disk": 0, "memory": 0}
+        for source in self.warm:
+            specs = _specs(source)
+            for be in (host,) if self.backend.name == "cpu" else (host, self.backend):
+                for kernel, signature in specs.get(be.name, []):
+                    status = be.compile_kernel(kernel, signature).status
+                    counts[status] = counts.get(status, 0) + 1
+        self.info = {
+            "address": address,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "backend": self.backend.name,
+            "device": self.backend.device_name,
+            "device_id": self.backend.device_id,
+            "cuda_visible_devices": config.visible_cuda_devices(),
+            "threads_per_task": self.threads_per_task,
+            "cache_dir": str(cache_dir),
+            "cache_filesystem_warning": network,
+            "kernels": counts,
+            "start_seconds": time.perf_counter() - t0,
+        }
+        config.logger.info("kernelrt worker %s: %s", address, self.info)
+        return self.info
+
+    def teardown(self, worker) -> None:
+        self.backend = None
+
+
+def _specs(source) -> dict:
+    if callable(source):
+        return source()
+    return importlib.import_module(source).warm_specs()
+
+
+def network_filesystem(path, mounts="/proc/self/mounts") -> str | None:
+    """The type of the network filesystem ``path`` is on, or None (local, or unknown)."""
+    try:
+        mounts = Path(mounts).read_text().splitlines()
+    except OSError:  # not Linux: no cheap way to tell
+        return None
+    path = Path(path).resolve()
+    best, kind = "", None
+    for line in mounts:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = fields[1].replace("\\040", " ")
+        if (path == Path(point) or Path(point) in path.parents) and len(point) > len(best):
+            best, kind = point, fields[2]
+    return kind if kind in NETWORK_FILESYSTEMS else None
+
+
+def worker_backend() -> Backend:
+    """The backend of the worker running the current task (its ``KernelrtPlugin``'s).
+
+    Also sets the calling thread's numba thread count to the plugin's ``threads_per_task``.
+
+    Raises:
+        RuntimeError: not inside a task on a Dask worker, or the worker has no KernelrtPlugin.
+    """
+    try:
+        worker = get_worker()
+    except ValueError:
+        raise RuntimeError("worker_backend() must be called inside a task running on a Dask worker") from None
+    plugin = worker.plugins.get(PLUGIN_NAME)
+    if not isinstance(plugin, KernelrtPlugin) or plugin.backend is None:
+        raise RuntimeError(
+            f"worker {worker.address} has no KernelrtPlugin: client.register_plugin(KernelrtPlugin()) first"
+        )
+    import numba  # lazy: importing kernelrt loads no numba
+
+    numba.set_num_threads(min(plugin.threads_per_task, numba.config.NUMBA_NUM_THREADS))
+    return plugin.backend
+
+
+def ensure_plugin(client, **options) -> bool:
+    """Register ``KernelrtPlugin(**options)`` unless the cluster already has one.
+
+    Returns:
+        True if it registered one (and every current worker has set it up), False if the
+        cluster's own plugin was kept.
+    """
+    registered = client.run_on_scheduler(_has_plugin)
+    if registered:
+        return False
+    client.register_plugin(KernelrtPlugin(**options), name=PLUGIN_NAME)
+    return True
+
+
+def _has_plugin(dask_scheduler=None) -> bool:
+    return PLUGIN_NAME in dask_scheduler.worker_plugins
+
+
+def worker_info(client) -> dict:
+    """``{worker address: what its plugin set up}`` (backend, device, cache, kernels loaded)."""
+    return client.run(_describe)
+
+
+def _describe(dask_worker=None) -> dict:
+    plugin = dask_worker.plugins.get(PLUGIN_NAME)
+    return dict(plugin.info) if isinstance(plugin, KernelrtPlugin) else {}
+
+
+def map_ordered(client, fn, items, *, keys, on_done) -> None:
+    """Run ``fn(item)`` for each item on ``client``; call ``on_done(i, value, error)`` as each ends.
+
+    ``error`` is the task's exception (its own type), or None. Results are fetched one at a
+    time as tasks complete and then released, so the caller holds only those it keeps. A
+    task whose worker dies is run again elsewhere by Dask; one that kills every worker it
+    lands on (``distributed.scheduler.allowed-failures``) ends with ``KilledWorker``. On an
+    exception in ``on_done`` (or Ctrl-C) the remaining tasks are cancelled.
+    """
+    futures = client.map(fn, items, key=list(keys), pure=False)
+    position = {f.key: i for i, f in enumerate(futures)}
+    pending = {f.key: f for f in futures}
+    del futures
+    try:
+        for future in as_completed(list(pending.values())):
+            pending.pop(future.key)
+            try:
+                value, error = future.result(), None
+            except Exception as e:  # noqa: BLE001 - the task's own exception, or KilledWorker
+                value, error = None, e
+            future.release()  # the scheduler may forget it; the worker frees it
+            on_done(position[future.key], value, error)
+            del value
+    finally:
+        if pending:
+            client.cancel(list(pending.values()))

@@ -1,0 +1,272 @@
+"""Cohorts: the spectrum (Laplacian, eigenpairs, HKS/WKS) of many subject surfaces.
+
+``cohort_spectra`` runs one task per subject, here (no client) or on a Dask cluster
+(``client=``; kernels/tasks.py), with the same results. What a cohort adds to the
+per-subject functions:
+
+* subjects sharing a face array (one template mesh, many registered geometries) share
+  one ``MeshTopology`` per process: its pattern is built once, not per subject. Topologies
+  are looked up by the faces' content, so this holds for meshes read from files on a
+  worker too;
+* order independence: eigenpairs are not seeded from the previous subject
+  (``MeshTopology.eigenpairs(seed=False)``), so a result does not depend on which
+  subjects a worker happened to run before it;
+* a subject whose mesh is bad fails alone (``TaskFailure``, with its name), and a
+  degenerate-face report is kept with the subject it belongs to;
+* with ``out=`` every result goes to ``<out>/<name>.npz`` as it arrives (written to a
+  temporary file, then renamed: a file is whole or absent), so a cohort larger than
+  memory streams through the client (cohort_store.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import hashlib
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..tasks import FailedTasks, check_client, check_errors, run_tasks
+from .cohort_store import SubjectSpectrum, write_spectrum
+from .inputs import check_vertices, host_vector
+from .spectral import hks, hks_times, wks, wks_params
+from .topology import MeshTopology
+
+__all__ = ["DESCRIPTORS", "CohortError", "SubjectSpectrum", "cohort_spectra"]
+
+DESCRIPTORS = ("hks", "wks")
+EIGEN_OPTIONS = ("method", "sigma", "tol", "maxiter", "dense_max", "factor")
+TOPOLOGIES_KEPT = 4  # distinct face arrays whose topology a process keeps (LRU)
+
+
+class CohortError(FailedTasks):
+    """Some subjects failed; the others completed (``results``, ``failures``: see ``FailedTasks``)."""
+
+
+@dataclass(frozen=True)
+class _Settings:
+    k: int
+    descriptors: tuple
+    keep_evecs: bool
+    hks_times: np.ndarray | None
+    wks_energies: np.ndarray | None
+    wks_sigma: float | None
+    eigen_options: dict = field(default_factory=dict)
+
+
+def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None, out=None, names=None,
+                   backend=None, errors: str = "raise", keep_evecs: bool = False, hks_times=None,
+                   wks_energies=None, wks_sigma=None, progress=False, **eigen_options) -> list:
+    """The k smallest eigenpairs and the HKS/WKS of every subject, in input order.
+
+    Args:
+        meshes: the subjects: a sequence, or a mapping {name: mesh}. A mesh is a pair
+            ``(vertices (N, 3), faces (F, 3))``, an object with ``.vertices`` and ``.faces``
+            (SpectralBrain's ``TriangleMesh``, trimesh), or a path to a file that
+            ``mesh_io.read_mesh`` reads (read where the task runs: on a worker, files
+            must be on a filesystem it sees).
+        k: eigenpairs per subject.
+        descriptors: any of "hks", "wks".
+        client: a ``distributed.Client``: one task per subject on its workers, each on its
+            worker's backend (``kernelrt.distributed``); None runs here, on ``backend``.
+        out: a directory: each subject's arrays go to ``<out>/<name>.npz`` as it completes
+            and the returned results keep only the eigenvalues and the path.
+        names: one name per subject; default: the mapping's keys, the files' names
+            (``mesh_io.subject_names``), else ``subject-0000``, ... Names must be unique.
+        backend: the backend of a run without a client (None: "auto").
+        errors: "raise" raises ``CohortError`` after every subject has run if any failed
+            (its ``results`` hold the others); "keep" returns ``TaskFailure`` in their place.
+        keep_evecs: also return (or write) the (N, k) eigenvectors.
+        hks_times: HKS times shared by all subjects (``shared_hks_times`` makes columns
+            comparable across subjects); None: each subject's own grid, as ``hks``.
+        wks_energies: WKS log-energies shared by all subjects; None: each subject's own.
+        wks_sigma: the WKS bandwidth shared by all subjects; None: each subject's own.
+        progress: True draws a bar over subjects (on a terminal); a callable gets 1 per subject.
+        **eigen_options: passed to ``eigenpairs`` (method, sigma, tol, maxiter, dense_max, factor).
+
+    Returns:
+        A list of ``SubjectSpectrum`` (and ``TaskFailure`` with ``errors="keep"``).
+
+    Raises:
+        TypeError, ValueError: an argument is malformed (before any subject runs).
+        CohortError: with ``errors="raise"``, after the others completed, if any subject failed.
+    """
+    settings = _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options)
+    check_errors(errors)
+    check_client(client)
+    jobs, names = _jobs(meshes, names)
+    out = _out_dir(out)
+    if client is not None:
+        jobs = _scatter_arrays(client, jobs)
+    on_done = None if out is None else functools.partial(_write, out)
+    return run_tasks(functools.partial(_subject, settings), jobs, names, backend=backend, client=client,
+                     on_done=on_done, progress=progress, what="subjects", errors=errors, failed=CohortError)
+
+
+# -- arguments (on the caller's side, before any work) ------------------------------------------
+
+
+def _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options) -> _Settings:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive int (got {k!r})")
+    if isinstance(descriptors, str):
+        descriptors = (descriptors,)
+    descriptors = tuple(descriptors)
+    unknown = [d for d in descriptors if d not in DESCRIPTORS]
+    if unknown:
+        raise ValueError(f"descriptors must be among {DESCRIPTORS} (got {unknown})")
+    extra = sorted(set(eigen_options) - set(EIGEN_OPTIONS))
+    if extra:
+        raise TypeError(f"cohort_spectra got unexpected options {extra}; eigenpairs options are {EIGEN_OPTIONS}")
+    grid = {name: None if a is None else host_vector(a, name)
+            for name, a in (("hks_times", hks_times), ("wks_energies", wks_energies))}
+    if wks_sigma is not None and not (np.isfinite(wks_sigma) and wks_sigma > 0):
+        raise ValueError(f"wks_sigma must be a positive number (got {wks_sigma!r})")
+    return _Settings(int(k), descriptors, bool(keep_evecs), grid["hks_times"], grid["wks_energies"],
+                     None if wks_sigma is None else float(wks_sigma), dict(eigen_options))
+
+
+def _jobs(meshes, names) -> tuple[list[dict], list[str]]:
+    """One job per subject: ``{"path": ...}`` or ``{"vertices": ..., "faces": ...}``."""
+    if isinstance(meshes, (str, os.PathLike)) or not hasattr(meshes, "__iter__"):
+        raise TypeError(f"meshes must be a sequence or a mapping of meshes (got {type(meshes).__name__})")
+    if isinstance(meshes, collections.abc.Mapping):
+        given, meshes = [str(n) for n in meshes], list(meshes.values())
+    else:
+        given, meshes = None, list(meshes)
+    if not meshes:
+        raise ValueError("meshes is empty")
+    jobs = [_job(mesh, i) for i, mesh in enumerate(meshes)]
+    if names is None:
+        names = given or _default_names(jobs)
+    names = [str(n) for n in names]
+    if len(names) != len(jobs):
+        raise ValueError(f"names must have one name per mesh ({len(jobs)}) (got {len(names)})")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"subject names must be unique (repeated: {repeated[:5]})")
+    for job, name in zip(jobs, names):
+        job["name"] = name
+    return jobs, names
+
+
+def _job(mesh, i: int) -> dict:
+    if isinstance(mesh, (str, os.PathLike)):
+        return {"path": os.fspath(mesh)}
+    if hasattr(mesh, "vertices") and hasattr(mesh, "faces"):
+        return {"vertices": mesh.vertices, "faces": mesh.faces}
+    if isinstance(mesh, (tuple, list)) and len(mesh) == 2:
+        return {"vertices": mesh[0], "faces": mesh[1]}
+    raise TypeError(
+        f"meshes[{i}] must be a (vertices, faces) pair, an object with .vertices and .faces, or a file path "
+        f"(got {type(mesh).__name__})"
+    )
+
+
+def _default_names(jobs: list[dict]) -> list[str]:
+    if all("path" in j for j in jobs):
+        from .mesh_io import subject_names
+
+        return subject_names([j["path"] for j in jobs])
+    return [f"subject-{i:04d}" for i in range(len(jobs))]
+
+
+def _out_dir(out) -> Path | None:
+    if out is None:
+        return None
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a directory path or None (got {type(out).__name__})")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out must be a directory (got the file {out})")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _scatter_arrays(client, jobs: list[dict]) -> list[dict]:
+    """In-memory meshes go to the workers once each (a face array shared by subjects, once)."""
+    faces = {}
+    for job in jobs:
+        if "faces" in job:
+            faces.setdefault(id(job["faces"]), job["faces"])
+    shared = dict(zip(faces, client.scatter(list(faces.values()), hash=False))) if faces else {}
+    arrays = [j["vertices"] for j in jobs if "vertices" in j]
+    vertices = iter(client.scatter(arrays, hash=False)) if arrays else iter(())
+    return [j if "path" in j else dict(j, vertices=next(vertices), faces=shared[id(j["faces"])]) for j in jobs]
+
+
+# -- one subject (where the task runs) ----------------------------------------------------------
+
+
+def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
+    if "path" in job:
+        from .mesh_io import read_mesh
+
+        vertices, faces = read_mesh(job["path"])
+    else:
+        vertices, faces = job["vertices"], job["faces"]
+    v = check_vertices(vertices)
+    topology = _topology(faces, v.shape[0])
+    _REPORTS.lines = []
+    L, m = topology.assemble(v, backend)
+    pairs = topology.eigenpairs(L, m, settings.k, seed=False, backend=backend, **settings.eigen_options)
+    arrays = {"evals": pairs.evals, "evecs": pairs.evecs if settings.keep_evecs else None}
+    if "hks" in settings.descriptors:
+        t = settings.hks_times if settings.hks_times is not None else hks_times(pairs.evals)
+        arrays["hks"], arrays["hks_times"] = hks(pairs, t=t, backend=backend), t
+    if "wks" in settings.descriptors:
+        e, sigma = wks_params(pairs.evals)
+        e = settings.wks_energies if settings.wks_energies is not None else e
+        sigma = settings.wks_sigma if settings.wks_sigma is not None else sigma
+        arrays["wks"] = wks(pairs, e=e, sigma=sigma, backend=backend)
+        arrays["wks_energies"], arrays["wks_sigma"] = e, sigma
+    return SubjectSpectrum(
+        name=job["name"], n_vertices=topology.n_vertices, n_faces=topology.n_faces, route=pairs.route,
+        max_residual=float(pairs.residuals.max()), seconds=pairs.seconds, backend=backend.name,
+        reports=tuple(_REPORTS.lines), **arrays,
+    )
+
+
+class _ReportCollector(logging.Logger):
+    """A topology's ``report``: keeps its degenerate-face lines for the subject on this thread."""
+
+    def __init__(self):
+        super().__init__("kernelrt.laplacian.cohort")
+        self._local = threading.local()
+
+    lines = property(lambda self: self._local.__dict__.setdefault("lines", []),
+                     lambda self, value: setattr(self._local, "lines", value))
+
+    def warning(self, fmt, *args, **kwargs):
+        self.lines.append(fmt % args if args else str(fmt))
+
+
+_REPORTS = _ReportCollector()
+_topologies: collections.OrderedDict = collections.OrderedDict()
+_topologies_lock = threading.Lock()
+
+
+def _topology(faces, n_vertices: int) -> MeshTopology:
+    """This process's topology for ``faces`` (by content), built on first use."""
+    f = np.ascontiguousarray(faces)
+    key = (n_vertices, f.shape, f.dtype.str, hashlib.blake2b(f.tobytes(), digest_size=16).hexdigest())
+    with _topologies_lock:
+        topology = _topologies.get(key)
+        if topology is not None:
+            _topologies.move_to_end(key)
+            return topology
+    topology = MeshTopology(f, n_vertices, report=_REPORTS)
+    with _topologies_lock:
+        topology = _topologies.setdefault(key, topology)
+        while len(_topologies) > TOPOLOGIES_KEPT:
+            _topologies.popitem(last=False)
+    return topology
+
+
+def _write(out: Path, i: int, spectrum: SubjectSpectrum) -> SubjectSpectrum:
+    return write_spectrum(out, spectrum)

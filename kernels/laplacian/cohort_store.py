@@ -1,0 +1,95 @@
+"""A subject's spectrum (``SubjectSpectrum``) and its file, ``<name>.npz``.
+
+One ``.npz`` per subject (NumPy's own format: no extra dependency, one file per subject
+so a cohort streams to disk and a partial run keeps what it finished). A file is written
+to a temporary name in the same directory and renamed into place, so it is whole or
+absent, never half-written, even if the writer is killed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SubjectSpectrum", "write_spectrum"]
+
+_ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
+_SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend")
+
+
+@dataclass(frozen=True)
+class SubjectSpectrum:
+    """One subject's eigenpairs and descriptors (``cohort_spectra``).
+
+    Attributes:
+        name: the subject's name.
+        n_vertices, n_faces: mesh size (faces kept: those repeating a vertex are dropped).
+        evals: (k,) eigenvalues, ascending.
+        evecs: (N, k) M-orthonormal eigenvectors, or None (``keep_evecs=False``, or written to ``path``).
+        hks, hks_times: (N, T) heat kernel signature and its times, or None.
+        wks, wks_energies, wks_sigma: (N, E) wave kernel signature, its log-energies and
+            bandwidth, or None.
+        route: the eigensolver route that ran (``Eigenpairs.route``).
+        max_residual: the largest relative eigen-residual.
+        seconds: eigensolver wall time.
+        backend: where it ran ("cpu" or "cuda").
+        reports: degenerate-face and isolated-vertex reports of this subject's assembly.
+        path: the ``.npz`` file the arrays were written to (``out=``), else None.
+    """
+
+    name: str
+    n_vertices: int
+    n_faces: int
+    evals: np.ndarray
+    evecs: np.ndarray | None = None
+    hks: np.ndarray | None = None
+    hks_times: np.ndarray | None = None
+    wks: np.ndarray | None = None
+    wks_energies: np.ndarray | None = None
+    wks_sigma: float | None = None
+    route: str = ""
+    max_residual: float = float("nan")
+    seconds: float = float("nan")
+    backend: str = ""
+    reports: tuple = ()
+    path: Path | None = None
+
+    def __repr__(self):
+        where = f", path={str(self.path)!r}" if self.path else ""
+        return (f"<SubjectSpectrum {self.name!r}: N={self.n_vertices}, k={len(self.evals)}, "
+                f"route={self.route!r}, max residual {self.max_residual:.1e}{where}>")
+
+    @classmethod
+    def load(cls, path) -> SubjectSpectrum:
+        """Read a subject's ``.npz`` (as ``cohort_spectra(out=...)`` wrote it) back, arrays included."""
+        path = Path(path)
+        with np.load(path, allow_pickle=False) as f:
+            fields = {name: f[name] for name in _ARRAYS if name in f.files}
+            for name in _SCALARS:
+                if name in f.files:
+                    fields[name] = f[name].item()
+            fields["reports"] = tuple(str(r) for r in f["reports"]) if "reports" in f.files else ()
+        return cls(path=path, **fields)
+
+
+def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
+    """Write ``<out>/<name>.npz`` atomically; return the spectrum with only its eigenvalues and path."""
+    path = Path(out) / f"{spectrum.name}.npz"
+    contents = {name: getattr(spectrum, name) for name in _ARRAYS if getattr(spectrum, name) is not None}
+    contents.update({name: np.asarray(getattr(spectrum, name)) for name in _SCALARS
+                     if getattr(spectrum, name) is not None})
+    contents["reports"] = np.asarray(spectrum.reports, dtype=str)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{spectrum.name}.", suffix=".npz.part")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **contents)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)

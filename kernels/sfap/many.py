@@ -1,0 +1,101 @@
+"""Pools of motor units: ``compute_sfaps`` for many units, here or on a Dask cluster.
+
+A muscle has tens to hundreds of motor units, each an independent ``compute_sfaps``
+call; a study repeats them for many muscles and electrode configurations. ``compute_many``
+runs them through kernels/tasks.py: in this process one after another (each on all cores,
+or the GPU), or with ``client=`` as Dask tasks on the workers' own backends. The results
+are bitwise those of calling ``compute_sfaps`` unit by unit: each output sample is one
+sum in a fixed order, whatever the thread count or batch size (docs/sfap.md).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import functools
+
+from ..tasks import check_client, check_errors, run_tasks
+from .compute import compute_sfaps
+from .inputs import check_inputs
+
+__all__ = ["UNIT_ARGUMENTS", "compute_many"]
+
+
+# compute_sfaps' keyword arguments but those that place the results (a test checks the list).
+UNIT_ARGUMENTS = ("fibre_xy", "fibre_diameter", "fibre_cv", "nmj_z", "fibre_ends", "nerve_paths", "branch_cv",
+                  "electrodes", "dt", "dz", "min_radial_dist", "keep_raw")
+
+
+def compute_many(units, *, client=None, backend=None, units_per_task: int = 1, muap_only: bool = False,
+                 errors: str = "raise", progress=False, **common) -> list:
+    """``compute_sfaps(**common, **unit)`` for every unit, in input order.
+
+    Args:
+        units: a sequence of mappings of ``compute_sfaps`` arguments, one per motor unit
+            (typically its fibres: fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends,
+            nerve_paths); a unit's entries override ``common``.
+        client: a ``distributed.Client``: the units become Dask tasks on its workers, each
+            on its worker's backend (``kernelrt.distributed``); None runs them here.
+        backend: the backend of a run without a client (None: "auto").
+        units_per_task: consecutive units per task: more amortise Dask's per-task cost for
+            small units.
+        muap_only: return only ``t`` and ``muap`` (``sfaps`` and ``sfaps_raw`` None): the
+            SFAPs are not sent back from the workers.
+        errors: "raise" raises ``FailedTasks`` once every unit has run if any failed (its
+            ``results`` hold the others); "keep" returns ``TaskFailure`` in their place.
+        progress: True draws a bar over tasks (on a terminal); a callable gets 1 per task.
+        **common: ``compute_sfaps`` arguments shared by all units (electrodes, dt, dz,
+            branch_cv, min_radial_dist, keep_raw).
+
+    Returns:
+        A list of ``SfapResult`` (host arrays), one per unit.
+
+    Raises:
+        TypeError, ValueError: an argument or a unit is malformed, raised before any unit
+            runs; the message names the unit (``units[3]: ...``).
+        FailedTasks: with ``errors="raise"``, after the others completed, if a unit failed.
+    """
+    check_client(client)
+    check_errors(errors)
+    if isinstance(units_per_task, bool) or not isinstance(units_per_task, int) or units_per_task < 1:
+        raise ValueError(f"units_per_task must be a positive int (got {units_per_task!r})")
+    if isinstance(units, collections.abc.Mapping) or not isinstance(units, collections.abc.Iterable):
+        raise TypeError(f"units must be a sequence of mappings, one per motor unit (got {type(units).__name__})")
+    calls = [_call(unit, common, i) for i, unit in enumerate(units)]
+    if not calls:
+        return []
+    batches = [calls[i:i + units_per_task] for i in range(0, len(calls), units_per_task)]
+    names = [f"units[{i * units_per_task}]" if len(b) == 1 else
+             f"units[{i * units_per_task}:{i * units_per_task + len(b)}]" for i, b in enumerate(batches)]
+    done = run_tasks(functools.partial(_batch, muap_only), batches, names, backend=backend, client=client,
+                     progress=progress, what="motor units", errors=errors)
+    results = []
+    for batch, outcome in zip(batches, done):
+        results.extend(outcome if isinstance(outcome, list) else [outcome] * len(batch))
+    return results
+
+
+def _call(unit, common: dict, i: int) -> dict:
+    """One unit's ``compute_sfaps`` keyword arguments, checked (errors name the unit)."""
+    if not isinstance(unit, collections.abc.Mapping):
+        raise TypeError(f"units[{i}] must be a mapping of compute_sfaps arguments (got {type(unit).__name__})")
+    kwargs = {**common, **unit}
+    unknown = sorted(set(kwargs) - set(UNIT_ARGUMENTS))
+    if unknown:
+        raise TypeError(f"units[{i}]: unexpected arguments {unknown}; compute_many takes {UNIT_ARGUMENTS}")
+    checked = {name: kwargs.get(name) for name in UNIT_ARGUMENTS if name != "keep_raw"}
+    try:
+        check_inputs(**checked)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"units[{i}]: {e}") from None
+    return kwargs
+
+
+def _batch(muap_only: bool, calls: list, backend) -> list:
+    out = []
+    for kwargs in calls:
+        if muap_only:
+            kwargs = dict(kwargs, keep_raw=False)
+        result = compute_sfaps(backend=backend, **kwargs)
+        out.append(dataclasses.replace(result, sfaps=None, sfaps_raw=None) if muap_only else result)
+    return out
