@@ -1,4 +1,4 @@
-"""The ``kernelrt`` command: ``info``, ``cache``, ``demo`` and ``bench``.
+"""The ``kernelrt`` command: ``info``, ``cache``, ``demo``, ``cohort`` and ``bench``.
 
 Also run as ``python -m kernelrt`` (``__main__.py``); ``kernelrt --version`` prints the
 version. Every subcommand prints for people by default and takes ``--json`` for scripts.
@@ -21,6 +21,7 @@ from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, nvml_memory, package_versions, probe
 from .disk_cache import disk_cache_for
 from .kernels import warm_specs
+from .kernels.cohort_cli import add_cohort_parser
 from .kernels.demo import add_demo_parser  # the front end is the one part that uses the kernel library
 from .memory import format_bytes
 
@@ -194,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_cache)
 
     add_demo_parser(sub)
+    add_cohort_parser(sub)
     add_bench_parser(sub)
     return parser
 

@@ -259,7 +259,8 @@ def _sphere_spectrum_error(evals, h):
 # -- command line ----------------------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a positive integer (``kernelrt cohort`` uses it too)."""
     try:
         value = int(text)
     except ValueError:
@@ -280,7 +281,7 @@ def _positive_float(text: str) -> float:
 
 
 def _level(text: str) -> int:
-    value = _positive_int(text) if text != "0" else 0
+    value = positive_int(text) if text != "0" else 0
     if value > 8:
         raise argparse.ArgumentTypeError(f"icosphere level must be 0..8 (got {value}; 8 is 655,362 vertices)")
     return value
@@ -291,11 +292,11 @@ def add_demo_parser(sub) -> None:
     p.add_argument("--small", action="store_true", help="small sizes: a few seconds (used by the tests)")
     p.add_argument("--backend", choices=["auto", "cpu", "cuda"], default="auto", help="default: auto")
     p.add_argument("--device", type=int, default=0, help="CUDA device id (default 0)")
-    p.add_argument("--fibres", type=_positive_int, help="SFAP fibres (default 200; --small 20)")
-    p.add_argument("--electrodes", type=_positive_int, help="SFAP electrodes (default 25; --small 5)")
+    p.add_argument("--fibres", type=positive_int, help="SFAP fibres (default 200; --small 20)")
+    p.add_argument("--electrodes", type=positive_int, help="SFAP electrodes (default 25; --small 5)")
     p.add_argument("--dz", type=_positive_float, help="SFAP spatial step in mm (default 0.1; --small 0.5)")
     p.add_argument("--level", type=_level, help="icosphere level (default 7: 163,842 vertices; --small 4)")
-    p.add_argument("--eigs", type=_positive_int, help="eigenpairs (default 50; --small 20)")
+    p.add_argument("--eigs", type=positive_int, help="eigenpairs (default 50; --small 20)")
     p.add_argument("--no-reference", action="store_true", help="skip the NumPy references (and their checks)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (progress still on stderr)")
     p.set_defaults(func=_cmd_demo)

@@ -21,7 +21,9 @@ This ``__init__`` is the family's public API; the modules:
 - ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
 - ``cohort``: ``cohort_spectra``, many subjects here or on a Dask cluster.
 - ``cohort_store``: ``SubjectSpectrum`` and its ``.npz`` file.
-- ``mesh_io``: reading surface files (meshio, nibabel), for cohorts and ``kernelrt cohort``.
+- ``mesh_io``: reading surface files (meshio, nibabel), for cohorts and ``kernelrt cohort``
+  (whose front end is kernels/cohort_cli.py, outside this package: importing the package
+  loads numba, and ``kernelrt --help`` must not).
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped

@@ -8,6 +8,7 @@ absent, never half-written, even if the writer is killed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SubjectSpectrum", "write_spectrum"]
+__all__ = ["SubjectSpectrum", "replaced_atomically", "write_spectrum"]
 
 _ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
 _SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend")
@@ -84,12 +85,24 @@ def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
     contents.update({name: np.asarray(getattr(spectrum, name)) for name in _SCALARS
                      if getattr(spectrum, name) is not None})
     contents["reports"] = np.asarray(spectrum.reports, dtype=str)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{spectrum.name}.", suffix=".npz.part")
+    with replaced_atomically(path, "wb") as f:
+        np.savez(f, **contents)
+    return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: Path, mode: str = "w", **open_options):
+    """A file object whose contents replace ``path`` when the block ends, or never appear.
+
+    Written to a hidden temporary file in the same directory (same filesystem), renamed
+    over ``path`` on success and removed on any exception, so ``path`` is whole or absent.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **contents)
+        with os.fdopen(fd, mode, **open_options) as f:
+            yield f
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
-    return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)

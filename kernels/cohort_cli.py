@@ -1,0 +1,285 @@
+"""``kernelrt cohort``: the spectra of many subject surfaces from files, here or on Dask.
+
+A front end over ``laplacian.cohort_spectra``: it finds the mesh files
+(``mesh_io.find_meshes``), names the subjects (``mesh_io.subject_names``), runs them in
+this process, on a ``LocalCluster`` it starts and stops (``--scheduler local:N``) or on a
+running scheduler (``--scheduler ADDRESS``), and writes ``<out>/<name>.npz`` per subject
+plus ``<out>/summary.csv``, one row per subject, failures included.
+
+This module lives beside ``demo.py``, not in ``laplacian/``, because ``kernelrt --help``
+imports it: the ``laplacian`` package imports numba (0.7 s), so it and Dask, meshio and
+nibabel are imported only when the command runs.
+
+Exit status: 0 when every subject succeeded, 1 when some failed (the others are written),
+2 for bad arguments, missing paths, or a scheduler that cannot be reached (nothing ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from .demo import positive_int
+
+__all__ = ["SUMMARY_COLUMNS", "add_cohort_parser", "format_table", "summary_rows", "write_summary"]
+
+# laplacian.cohort.DESCRIPTORS, spelled out: importing it would import numba for --help
+DESCRIPTORS = ("hks", "wks")
+SUMMARY_COLUMNS = ("name", "status", "n_vertices", "n_faces", "lambda_1", "lambda_k", "route",
+                   "max_residual", "seconds", "backend", "reports", "error")
+ZERO_EIGENVALUE = 1e-10  # lambda_1 is the first eigenvalue above this: the constant mode's λ ≈ 0 is not it
+# local:N starts N processes here; a larger N is far more likely a mistyped address (local:8786)
+MAX_LOCAL_WORKERS = 256
+
+_HELP = """\
+Each MESH is a mesh file (PLY, OBJ, OFF, VTK, VTU, STL, GIFTI, or a FreeSurfer surface
+such as lh.pial) or a directory, whose mesh files are taken (not its subdirectories).
+Subjects are named after their files; a subject's arrays go to DIR/<name>.npz and every
+subject, failed ones included, gets a row in DIR/summary.csv.
+
+Files are passed to the tasks as absolute paths and read where each task runs: with a
+remote --scheduler, every worker must see them at the same paths (a shared filesystem).
+
+Exit status: 0 all subjects written, 1 some failed (the others are written), 2 bad
+arguments or an unreachable scheduler (nothing ran).
+"""
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def _scheduler(text: str) -> tuple[str, object]:
+    """``("local", N)`` for ``local:N``, else ``("address", text)``."""
+    if text == "local" or text.startswith("local:"):
+        count = text.partition(":")[2]
+        if not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(
+                f"local:N takes a positive number of worker processes (got {text!r})")
+        if int(count) > MAX_LOCAL_WORKERS:
+            raise argparse.ArgumentTypeError(
+                f"local:{int(count)} would start {int(count)} worker processes on this machine (at most "
+                f"{MAX_LOCAL_WORKERS}); for a scheduler's address write it with its protocol, e.g. tcp://{text}")
+        return "local", int(count)
+    if not text or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"expected a scheduler address such as tcp://host:8786, or local:N (got {text!r})")
+    return "address", text
+
+
+def _descriptors(text: str) -> tuple[str, ...]:
+    names = [d.strip() for d in text.split(",") if d.strip()]
+    unknown = [d for d in names if d not in DESCRIPTORS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown descriptor {', '.join(map(repr, unknown))}: choose from {','.join(DESCRIPTORS)}, "
+            "or '' for eigenpairs only")
+    return tuple(dict.fromkeys(names))
+
+
+def add_cohort_parser(sub) -> None:
+    """Add ``kernelrt cohort`` to the ``kernelrt`` command's subparsers."""
+    p = sub.add_parser(
+        "cohort", help="eigenpairs and HKS/WKS of many subject surfaces, here or on a Dask cluster",
+        description="The k smallest Laplacian eigenpairs (and HKS/WKS) of every subject surface,\n"
+                    "one task per subject, in this process or on a Dask cluster.",
+        epilog=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("meshes", nargs="+", metavar="MESH", help="mesh files and directories of them")
+    p.add_argument("--k", type=positive_int, default=100, help="eigenpairs per subject (default 100)")
+    p.add_argument("--scheduler", type=_scheduler, metavar="ADDRESS|local:N",
+                   help="a Dask scheduler's address (tcp://host:8786), or local:N to start N worker "
+                        "processes here for this run; default: run in this process (no Dask)")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="output directory (created): <name>.npz per subject and summary.csv")
+    p.add_argument("--descriptors", type=_descriptors, default=DESCRIPTORS, metavar="LIST",
+                   help="comma-separated descriptors among hks,wks (default hks,wks; '' for eigenpairs only)")
+    p.add_argument("--keep-evecs", action="store_true", help="also write the (N, k) eigenvectors")
+    p.add_argument("--threads-per-task", type=positive_int, metavar="T",
+                   help="with --scheduler: numba threads per task on the workers (registers "
+                        "KernelrtPlugin(threads_per_task=T), replacing the cluster's; default 1)")
+    p.add_argument("--json", action="store_true", help="print the summary rows as JSON (messages go to stderr)")
+    p.set_defaults(func=_cmd_cohort, cohort_parser=p)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def _cmd_cohort(args) -> int:
+    from .laplacian import cohort_spectra  # numba: only when the command runs
+    from .laplacian.mesh_io import find_meshes, subject_names
+
+    parser = args.cohort_parser
+    if args.threads_per_task is not None and args.scheduler is None:
+        parser.error("--threads-per-task applies to a Dask run: give --scheduler too")
+    if args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out: {args.out} is a file, not a directory")
+    try:
+        files = find_meshes(args.meshes)
+    except (FileNotFoundError, ValueError) as e:
+        parser.error(str(e))
+    names = subject_names(files)
+    # a worker's working directory is not ours: absolute paths name the same files there
+    paths = [str(f.absolute()) for f in files]
+    say = _printer(args.json)
+
+    what = ", ".join(args.descriptors) or "no descriptors"
+    say(f"{_count(len(paths), 'subject')}, k = {args.k}, {what} -> {args.out}")
+    with _client(args.scheduler, parser) as client:
+        if client is None:
+            say("running in this process")
+        else:
+            _prepare_cluster(client, args.threads_per_task, say)
+        t0 = time.perf_counter()
+        results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
+                                 names=names, errors="keep", keep_evecs=args.keep_evecs, progress=True)
+        seconds = time.perf_counter() - t0
+
+    rows = summary_rows(results)
+    write_summary(args.out, rows)
+    failed = sum(r["status"] == "failed" for r in rows)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(format_table(rows))
+    rate = len(rows) / seconds * 60 if seconds > 0 else float("inf")
+    say(f"{_count(len(rows), 'subject')}: {len(rows) - failed} written to {args.out}, {failed} failed "
+        f"({seconds:.1f} s, {rate:.1f} subjects/min)")
+    return 1 if failed else 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _printer(as_json: bool):
+    """Messages for people: stdout, or stderr under --json so stdout is the JSON alone."""
+    stream = sys.stderr if as_json else sys.stdout
+
+    def say(text: str) -> None:
+        print(text, file=stream, flush=True)
+
+    return say
+
+
+@contextlib.contextmanager
+def _client(scheduler, parser):
+    """A ``distributed.Client`` for ``--scheduler`` (None without), closed (with its cluster) after."""
+    if scheduler is None:
+        yield None
+        return
+    import distributed  # Dask: only for a run on a cluster
+
+    kind, value = scheduler
+    if kind == "local":
+        # ":0": a free port for the dashboard, whose link is printed (8787 may be another cluster's)
+        with distributed.LocalCluster(n_workers=value, threads_per_worker=1, dashboard_address=":0") as cluster, \
+                distributed.Client(cluster) as client:
+            yield client
+        return
+    try:
+        client = distributed.Client(value)
+    except (OSError, ValueError) as e:  # unreachable (TimeoutError is an OSError), or a malformed address
+        parser.error(f"--scheduler: cannot connect to {value}: {e}")
+    with client:
+        yield client
+
+
+def _prepare_cluster(client, threads_per_task, say) -> None:
+    """The plugin on every worker, then what to watch: the dashboard and the workers."""
+    from kernelrt.distributed import (
+        PLUGIN_NAME,
+        KernelrtPlugin,
+        ensure_plugin,
+        worker_info,
+    )
+
+    if threads_per_task is not None:
+        client.register_plugin(KernelrtPlugin(threads_per_task=threads_per_task), name=PLUGIN_NAME)
+    else:
+        ensure_plugin(client)  # what cohort_spectra would do, done first so the workers can be listed
+    # Without bokeh the scheduler still serves a link, to a page asking to install bokeh.
+    if client.dashboard_link and client.run_on_scheduler(_has_bokeh):
+        say(f"dashboard: {client.dashboard_link}")
+    workers = worker_info(client)
+    say(f"workers: {len(workers)}" + ("" if workers else " (the tasks wait for workers to join)"))
+    for address, info in sorted(workers.items()):
+        say(f"  {address}  {info.get('backend', '?')}  {info.get('device', '?')}")
+
+
+def _has_bokeh(dask_scheduler=None) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bokeh") is not None
+
+
+# -- the summary ------------------------------------------------------------------------------
+
+
+def summary_rows(results) -> list[dict]:
+    """One dict per subject (``SUMMARY_COLUMNS``), in input order; None where nothing applies.
+
+    Args:
+        results: ``cohort_spectra(..., errors="keep")``'s list of ``SubjectSpectrum`` and
+            ``TaskFailure``.
+
+    Returns:
+        Rows with ``status`` "ok" or "failed", ``lambda_1`` the first eigenvalue above
+        ``ZERO_EIGENVALUE`` (None if none is), ``seconds`` the eigensolver's time, ``reports``
+        the number of degenerate-face reports and ``error`` the failure's one-line message.
+    """
+    rows = []
+    for r in results:
+        row = dict.fromkeys(SUMMARY_COLUMNS)
+        row["name"] = r.name
+        if hasattr(r, "error"):  # a TaskFailure
+            row.update(status="failed", error=" ".join(f"{type(r.error).__name__}: {r.error}".split()))
+        else:
+            positive = [float(x) for x in r.evals if x > ZERO_EIGENVALUE]
+            row.update(status="ok", n_vertices=int(r.n_vertices), n_faces=int(r.n_faces),
+                       lambda_1=positive[0] if positive else None, lambda_k=float(r.evals[-1]), route=r.route,
+                       max_residual=_finite(r.max_residual), seconds=_finite(r.seconds), backend=r.backend,
+                       reports=len(r.reports))
+        rows.append(row)
+    return rows
+
+
+def _finite(x) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None  # JSON has no NaN
+
+
+def write_summary(out, rows) -> Path:
+    """Write ``<out>/summary.csv`` (``SUMMARY_COLUMNS``) whole or not at all: a temporary file, renamed."""
+    from .laplacian.cohort_store import (
+        replaced_atomically,  # numba: only when the command runs
+    )
+
+    path = Path(out) / "summary.csv"
+    with replaced_atomically(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return path
+
+
+_FORMATS = {"lambda_1": "{:.6g}", "lambda_k": "{:.6g}", "max_residual": "{:.1e}", "seconds": "{:.2f}"}
+_RIGHT = {"n_vertices", "n_faces", "lambda_1", "lambda_k", "max_residual", "seconds", "reports"}
+
+
+def format_table(rows) -> str:
+    """The rows as an aligned text table, a header line first; the error column is last and unpadded."""
+    cells = [list(SUMMARY_COLUMNS)]
+    for row in rows:
+        cells.append(["" if row[c] is None else _FORMATS.get(c, "{}").format(row[c]) for c in SUMMARY_COLUMNS])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(SUMMARY_COLUMNS))]
+    lines = []
+    for line in cells:
+        parts = [text.rjust(w) if c in _RIGHT else text.ljust(w)
+                 for c, text, w in zip(SUMMARY_COLUMNS[:-1], line, widths)]
+        lines.append("  ".join(parts + [line[-1]]).rstrip())
+    return "\n".join(lines)
