@@ -173,3 +173,18 @@ def test_out_must_be_a_directory(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="out must be a directory"):
         cohort_spectra([MESHES["small-0"]], 4, out=tmp_path / "file")
+
+
+def test_meshes_as_objects_and_as_files_give_the_same_spectra(tmp_path):
+    meshio = pytest.importorskip("meshio")
+    from types import SimpleNamespace
+
+    v, f = MESHES["small-0"]
+    meshio.write_points_cells(tmp_path / "sub-a.ply", v, [("triangle", f)])  # binary PLY: float64, exact
+    as_pair, as_object, as_file = cohort_spectra(
+        [(v, f), SimpleNamespace(vertices=v, faces=f), tmp_path / "sub-a.ply"], 6,
+        names=["pair", "object", "file"])
+    for other in (as_object, as_file):
+        np.testing.assert_array_equal(other.evals, as_pair.evals)
+        np.testing.assert_array_equal(other.hks, as_pair.hks)
+    assert [r.name for r in cohort_spectra([tmp_path / "sub-a.ply"], 4)] == ["sub-a"]  # named after the file
