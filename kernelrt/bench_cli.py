@@ -3,10 +3,12 @@
 The suites are pytest-benchmark modules (bench/bench_<suite>.py) that tag every
 benchmark with ``group`` (one case) and ``extra_info``: ``role`` ("kernelrt" or "peer";
 "variant" for another kernelrt route: plotted, not in the ratios), ``peer`` (its name),
-and for plots ``figure``, ``x``, ``x_label`` and optionally ``bytes`` (memory traffic, for
-bandwidth) and ``peak_bandwidth``. Here the pairs become ratios (peer time / kernelrt time,
-so > 1 means kernelrt is faster) measured in the same run, and the file records the
-device, the versions and the commit.
+and for plots ``figure``, ``x``, ``x_label`` and optionally ``x_scale`` ("log", the
+default, or "linear"), ``series`` (the line an entry joins, instead of "kernelrt" or its
+peer's name), ``throughput`` with ``throughput_label`` (a rate, plotted higher-is-better),
+``bytes`` (memory traffic, for bandwidth) and ``peak_bandwidth``. Here the pairs become
+ratios (peer time / kernelrt time, so > 1 means kernelrt is faster) measured in the same
+run, and the file records the device, the versions and the commit.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .discovery import cpu_name, host_memory_info, package_versions, probe
 
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
-SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen", "myogen", "spectralbrain")
+SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen", "myogen", "spectralbrain", "distributed")
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
     candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]
@@ -200,7 +202,7 @@ def _slug(text: str) -> str:
 
 
 def plot_results(result: dict, stem: Path) -> list[Path]:
-    """PNG figures per suite: time, speedup, and (where known) peak memory and bandwidth against size.
+    """PNG figures per suite: time, speedup, and (where known) peak memory, bandwidth and throughput against size.
 
     Each benchmark ``figure`` (``<suite>-<case>``) is one panel; the panels of a suite share
     a PNG per quantity, with kernelrt and every peer as lines in the same panel.
@@ -243,13 +245,19 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
                                    f"{suite}: memory bandwidth, higher is better\n{where}",
                                    stem.parent / f"{stem.name}-{suite}-bandwidth.png", log=False,
                                    baseline=peak / 1e9 if peak else None, baseline_label="device peak"))
+        rate_panels = {n: (s, lambda e: e["extra_info"]["throughput"]) for n, s in series.items()
+                       if all("throughput" in e["extra_info"] for e in figs[n])}
+        if rate_panels:
+            labels = {n: figs[n][0]["extra_info"].get("throughput_label", "items per second") for n in rate_panels}
+            written.append(_figure(plt, rate_panels, figs, labels, f"{suite}: throughput, higher is better\n{where}",
+                                   stem.parent / f"{stem.name}-{suite}-throughput.png", log=False, flat_single=True))
     return written
 
 
 def _series(rows) -> dict:
     out: dict[str, list] = {}
     for e in rows:
-        label = "kernelrt" if e["role"] == "kernelrt" else (e["peer"] or e["name"])
+        label = e["extra_info"].get("series") or ("kernelrt" if e["role"] == "kernelrt" else (e["peer"] or e["name"]))
         out.setdefault(label, []).append((e["extra_info"]["x"], e))
     return {k: sorted(v, key=lambda p: p[0]) for k, v in out.items()}
 
@@ -274,20 +282,32 @@ def _bandwidth(rows):
     return lambda e: traffic.get(e["extra_info"]["x"], float("nan")) / e["median_s"] / 1e9
 
 
-def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, baseline_label=None):
+def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, baseline_label=None, flat_single=False):
+    """One PNG, a panel per figure. ``ylabel``: one label, or {panel: label}; ``flat_single``
+    draws a series of one point (a single in-process run) as a level across the panel."""
     n = len(panels)
     cols = min(n, 3)
     rows = (n + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows + 0.6), dpi=110, squeeze=False)
     for ax, (name, (series, value)) in zip(axes.flat, panels.items()):
+        xscale = figs[name][0]["extra_info"].get("x_scale", "log")  # log: sizes span decades
+        span = [min(x for pts in series.values() for x, _ in pts), max(x for pts in series.values() for x, _ in pts)]
         for label, pts in series.items():
             xs = [x for x, _ in pts]
             ys = [v if value is None else value(v) for _, v in pts]
             style = dict(linewidth=2.6, marker="o", zorder=3) if label == "kernelrt" else dict(linewidth=1.5, marker="s", linestyle="--")
-            ax.plot(xs, ys, label=label, **style)
+            if flat_single and len(pts) == 1:
+                (line,) = ax.plot(span, ys * 2, linewidth=1.5, linestyle="--", label=label)
+                ax.plot(xs, ys, marker="s", linestyle="none", color=line.get_color())
+            else:
+                ax.plot(xs, ys, label=label, **style)
+        if flat_single and not log:  # rates: from zero
+            ax.set_ylim(bottom=0)
         if baseline is not None:
             ax.axhline(baseline, color="grey", linewidth=1, linestyle=":", label=baseline_label)
-        ax.set_xscale("log")  # sizes span decades
+        ax.set_xscale(xscale)
+        if xscale == "linear":  # few discrete values (worker counts): a tick at each
+            ax.set_xticks(sorted({x for pts in series.values() for x, _ in pts}))
         if log:
             ax.set_yscale("log")
             ticker = matplotlib_ticker()
@@ -299,7 +319,7 @@ def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, basel
             ax.tick_params(axis="y", which="minor", labelsize=7)
         ax.set_title(name, fontsize=10)
         ax.set_xlabel(figs[name][0]["extra_info"].get("x_label", "size"))
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(ylabel.get(name, "") if isinstance(ylabel, dict) else ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[n:]:

@@ -99,6 +99,8 @@ def add_cohort_parser(sub) -> None:
     p.add_argument("--descriptors", type=_descriptors, default=DESCRIPTORS, metavar="LIST",
                    help="comma-separated descriptors among hks,wks (default hks,wks; '' for eigenpairs only)")
     p.add_argument("--keep-evecs", action="store_true", help="also write the (N, k) eigenvectors")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the subjects already in DIR (same k and descriptors) and compute the others")
     p.add_argument("--threads-per-task", type=positive_int, metavar="T",
                    help="with --scheduler: numba threads per task on the workers (registers "
                         "KernelrtPlugin(threads_per_task=T), replacing the cluster's; default 1)")
@@ -136,7 +138,8 @@ def _cmd_cohort(args) -> int:
             _prepare_cluster(client, args.threads_per_task, say)
         t0 = time.perf_counter()
         results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
-                                 names=names, errors="keep", keep_evecs=args.keep_evecs, progress=True)
+                                 names=names, errors="keep", keep_evecs=args.keep_evecs, resume=args.resume,
+                                 progress=True)
         seconds = time.perf_counter() - t0
 
     rows = summary_rows(results)

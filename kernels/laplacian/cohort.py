@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tasks import FailedTasks, check_client, check_errors, run_tasks
-from .cohort_store import SubjectSpectrum, write_spectrum
+from ..tasks import FailedTasks, TaskFailure, check_client, check_errors, run_tasks
+from .cohort_store import SubjectSpectrum, finished_spectrum, write_spectrum
 from .inputs import check_vertices, host_vector
 from .spectral import hks, hks_times, wks, wks_params
 from .topology import MeshTopology
@@ -61,7 +61,8 @@ class _Settings:
 
 def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None, out=None, names=None,
                    backend=None, errors: str = "raise", keep_evecs: bool = False, hks_times=None,
-                   wks_energies=None, wks_sigma=None, progress=False, **eigen_options) -> list:
+                   wks_energies=None, wks_sigma=None, resume: bool = False, progress=False,
+                   **eigen_options) -> list:
     """The k smallest eigenpairs and the HKS/WKS of every subject, in input order.
 
     Args:
@@ -86,6 +87,9 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
             comparable across subjects); None: each subject's own grid, as ``hks``.
         wks_energies: WKS log-energies shared by all subjects; None: each subject's own.
         wks_sigma: the WKS bandwidth shared by all subjects; None: each subject's own.
+        resume: with ``out``, subjects whose ``<out>/<name>.npz`` is already there (whole,
+            same k, the descriptors asked for) are not computed again: a cohort cut short
+            (a preempted job, a dead client) continues where it stopped.
         progress: True draws a bar over subjects (on a terminal); a callable gets 1 per subject.
         **eigen_options: passed to ``eigenpairs`` (method, sigma, tol, maxiter, dense_max, factor).
 
@@ -100,12 +104,27 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     check_errors(errors)
     check_client(client)
     jobs, names = _jobs(meshes, names)
+    if resume and out is None:
+        raise ValueError("resume=True continues a run written to out=: give out too")
     out = _out_dir(out)
-    if client is not None:
+    done = {}
+    if resume:
+        done = {i: s for i, n in enumerate(names)
+                if (s := finished_spectrum(out, n, settings.k, settings.descriptors + ("evecs",) * settings.keep_evecs))
+                is not None}
+    todo = [i for i in range(len(jobs)) if i not in done]
+    jobs = [jobs[i] for i in todo]
+    if client is not None and jobs:
         jobs = _scatter_arrays(client, jobs)
     on_done = None if out is None else functools.partial(_write, out)
-    return run_tasks(functools.partial(_subject, settings), jobs, names, backend=backend, client=client,
-                     on_done=on_done, progress=progress, what="subjects", errors=errors, failed=CohortError)
+    computed = run_tasks(functools.partial(_subject, settings), jobs, [names[i] for i in todo], backend=backend,
+                         client=client, on_done=on_done, progress=progress, what="subjects",
+                         errors="keep") if jobs else []
+    done.update(zip(todo, computed))
+    results = [done[i] for i in range(len(names))]
+    if errors == "raise" and any(isinstance(r, TaskFailure) for r in results):
+        raise CohortError(results, "subjects")
+    return results
 
 
 # -- arguments (on the caller's side, before any work) ------------------------------------------

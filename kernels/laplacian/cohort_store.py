@@ -90,6 +90,31 @@ def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
     return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)
 
 
+def finished_spectrum(out: Path, name: str, k: int, arrays) -> SubjectSpectrum | None:
+    """A subject already written to ``<out>/<name>.npz`` with k eigenpairs and ``arrays``.
+
+    Args:
+        out, name: where the file is: ``<out>/<name>.npz``.
+        k: the eigenpairs it must hold.
+        arrays: the fields it must hold besides them ("hks", "wks", "evecs").
+
+    Returns:
+        The subject as ``write_spectrum`` returns it (eigenvalues and path), or None when
+        the file is absent, unreadable, or computed with another k or without an array
+        asked for (it is then computed again and replaced).
+    """
+    path = Path(out) / f"{name}.npz"
+    if not path.is_file():
+        return None
+    try:
+        spectrum = SubjectSpectrum.load(path)
+    except (OSError, ValueError, KeyError, TypeError):  # not an .npz this module wrote whole
+        return None
+    if len(spectrum.evals) != k or any(getattr(spectrum, a) is None for a in arrays):
+        return None
+    return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None)
+
+
 @contextlib.contextmanager
 def replaced_atomically(path: Path, mode: str = "w", **open_options):
     """A file object whose contents replace ``path`` when the block ends, or never appear.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from kernelrt.kernels.laplacian import (
     CohortError,
     SubjectSpectrum,
@@ -188,3 +187,29 @@ def test_meshes_as_objects_and_as_files_give_the_same_spectra(tmp_path):
         np.testing.assert_array_equal(other.evals, as_pair.evals)
         np.testing.assert_array_equal(other.hks, as_pair.hks)
     assert [r.name for r in cohort_spectra([tmp_path / "sub-a.ply"], 4)] == ["sub-a"]  # named after the file
+
+
+def test_resume_computes_only_the_subjects_not_yet_written(tmp_path):
+    meshes = {name: MESHES[name] for name in ("small-0", "small-1", "bad-nan")}
+    first = cohort_spectra(meshes, 6, out=tmp_path, errors="keep")
+    (tmp_path / "small-1.npz").unlink()  # as if the run had stopped before it
+    (tmp_path / "small-0.npz").touch()  # untouched content: still a whole file
+    ran = []
+    again = cohort_spectra(meshes, 6, out=tmp_path, errors="keep", resume=True, progress=ran.append)
+    assert len(ran) == 2  # small-1 and the bad mesh, not small-0
+    assert [type(r).__name__ for r in again] == ["SubjectSpectrum", "SubjectSpectrum", "TaskFailure"]
+    for a, b in zip(first[:2], again[:2]):
+        np.testing.assert_array_equal(a.evals, b.evals)
+        assert b.path == a.path
+    ran.clear()
+    cohort_spectra(meshes, 8, out=tmp_path, errors="keep", resume=True, progress=ran.append)
+    assert len(ran) == 3  # another k: every subject again
+    ran.clear()
+    (tmp_path / "small-0.npz").write_bytes(b"cut short")
+    cohort_spectra(meshes, 8, out=tmp_path, errors="keep", resume=True, keep_evecs=True, progress=ran.append)
+    assert len(ran) == 3  # a damaged file, and files without the eigenvectors asked for
+
+
+def test_resume_needs_out():
+    with pytest.raises(ValueError, match="give out too"):
+        cohort_spectra([MESHES["small-0"]], 4, resume=True)

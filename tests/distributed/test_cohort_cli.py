@@ -128,6 +128,17 @@ def test_without_a_scheduler_the_cohort_runs_in_this_process(cohort, tmp_path, c
     assert "running in this process" in printed.out and "workers" not in printed.out
 
 
+def test_resume_keeps_what_a_cut_short_run_wrote(cohort, tmp_path, capsys):
+    out = tmp_path / "run"
+    main(["cohort", *cohort.meshes, "--k", str(K), "--out", str(out)])
+    kept = (out / "sub-01.npz").stat().st_mtime_ns
+    (out / "sub-02.npz").unlink()
+    capsys.readouterr()
+    code = main(["cohort", *cohort.meshes, "--k", str(K), "--out", str(out), "--resume"])
+    _check_outputs(out, code, capsys.readouterr(), cohort.serial)
+    assert (out / "sub-01.npz").stat().st_mtime_ns == kept  # not written again
+
+
 def test_json_prints_the_rows_alone_on_stdout(cohort, tmp_path, capsys):
     out = tmp_path / "run"
     files = [str(cohort.root / "sub-01.ply"), str(cohort.root / f"{BAD}.ply")]

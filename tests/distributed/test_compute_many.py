@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import pytest
-
 from kernelrt.kernels.sfap import compute_many, compute_sfaps
 from kernelrt.kernels.sfap.many import UNIT_ARGUMENTS
 from kernelrt.kernels.sfap.reference import synthetic_motor_unit

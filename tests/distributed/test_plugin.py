@@ -6,7 +6,9 @@ import pytest
 
 pytest.importorskip("distributed", reason="the distributed extra is not installed")
 
-from kernelrt.distributed import (  # noqa: E402
+from kernelrt.kernels import warm_specs
+
+from kernelrt.distributed import (
     DEFAULT_WARM,
     KernelrtPlugin,
     ensure_plugin,
@@ -14,7 +16,6 @@ from kernelrt.distributed import (  # noqa: E402
     network_filesystem,
     worker_backend,
 )
-from kernelrt.kernels import warm_specs  # noqa: E402
 
 
 def _distinct_cpu_kernels() -> int:

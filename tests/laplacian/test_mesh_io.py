@@ -439,12 +439,18 @@ def test_real_binary_plys_match_a_plain_parser():
         np.testing.assert_array_equal(F, F_ref)
 
 
-def test_real_ascii_ply_with_crlf_lines():
+def _pyvista_example(name: str, what: str):
+    """The path of one of pyvista's bundled example files, or a skip saying which is missing."""
     pytest.importorskip("meshio")
     root = _package_dir("pyvista")
-    path = root / "examples" / "airplane.ply" if root else None
+    path = root / "examples" / name if root else None
     if path is None or not path.is_file():
-        pytest.skip("pyvista's airplane.ply (an ASCII PLY with CRLF line ends) is not installed")
+        pytest.skip(f"pyvista's {name} ({what}) is not installed")
+    return path
+
+
+def test_real_ascii_ply_with_crlf_lines():
+    path = _pyvista_example("airplane.ply", "an ASCII PLY with CRLF line ends")
     lines = path.read_text().splitlines()
     start = lines.index("end_header") + 1
     n = int(lines[2].split()[-1])
@@ -456,10 +462,6 @@ def test_real_ascii_ply_with_crlf_lines():
 
 
 def test_real_polydata_vtk_is_refused():
-    pytest.importorskip("meshio")
-    root = _package_dir("pyvista")
-    path = root / "examples" / "globe.vtk" if root else None
-    if path is None or not path.is_file():
-        pytest.skip("pyvista's globe.vtk (a legacy VTK POLYDATA file) is not installed")
+    path = _pyvista_example("globe.vtk", "a legacy VTK POLYDATA file")
     with pytest.raises(ValueError, match="POLYDATA"):
         read_mesh(path)
