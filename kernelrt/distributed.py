@@ -80,7 +80,8 @@ class KernelrtPlugin(WorkerPlugin):
     def __init__(self, backend: str = "auto", *, threads_per_task: int = 1, cache_dir=None,
                  warm=DEFAULT_WARM):
         if isinstance(backend, Backend) or not isinstance(backend, str) or backend not in KINDS:
-            raise TypeError(
+            error = ValueError if isinstance(backend, str) else TypeError
+            raise error(
                 f"backend must be one of {', '.join(map(repr, KINDS))}: each worker makes its own "
                 f"(got {backend!r})"
             )

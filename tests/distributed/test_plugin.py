@@ -32,7 +32,7 @@ def test_the_default_warm_list_is_every_kernel_family():
 
 
 @pytest.mark.parametrize("kwargs, error, words", [
-    ({"backend": "gpu"}, TypeError, "backend must be one of"),
+    ({"backend": "gpu"}, ValueError, "backend must be one of"),
     ({"threads_per_task": 0}, ValueError, "threads_per_task"),
     ({"threads_per_task": True}, ValueError, "threads_per_task"),
     ({"cache_dir": 3}, TypeError, "cache_dir"),
