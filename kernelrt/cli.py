@@ -20,6 +20,7 @@ from .cpu_threads import threading_layer_name
 from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, nvml_memory, package_versions, probe
 from .disk_cache import disk_cache_for
+from .errors import ComputeCapabilityError
 from .kernels import warm_specs
 from .kernels.cohort_cli import add_cohort_parser
 from .kernels.demo import add_demo_parser  # the front end is the one part that uses the kernel library
@@ -157,8 +158,11 @@ def _cmd_cache_warm(args, cache) -> int:
 
     def run(label, fn, *args):
         t0 = time.perf_counter()
-        status = fn(*args)
-        status = status.status if hasattr(status, "status") else status[0]  # offline: (status, ptx)
+        try:
+            status = fn(*args)
+            status = status.status if hasattr(status, "status") else status[0]  # offline: (status, ptx)
+        except ComputeCapabilityError:  # e.g. fp64 atomics on a GPU below cc 6.0: never launched there
+            status = "unsupported"
         results.append(status)
         print(f"  {label:60} {status:9} {time.perf_counter() - t0:6.2f} s", flush=True)
 
@@ -170,8 +174,9 @@ def _cmd_cache_warm(args, cache) -> int:
     for cc in args.cc or []:
         for kernel, sig in specs["cuda"]:
             run(f"{kernel.name} [ptx sm_{cc[0]}{cc[1]}]", compile_cuda_offline, kernel, kernel.parse_signature(sig), cc, cache)
-    compiled = results.count("compiled")
-    print(f"{len(results)} kernels: {compiled} compiled, {len(results) - compiled} already cached")
+    compiled, unsupported = results.count("compiled"), results.count("unsupported")
+    print(f"{len(results)} kernels: {compiled} compiled, {len(results) - compiled - unsupported} already cached"
+          + (f", {unsupported} not supported by this GPU" if unsupported else ""))
     return 0
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from . import config
 from .backend import Backend
 from .disk_cache import resolve_cache_dir
+from .errors import ComputeCapabilityError
 from .selection import KINDS, get_backend
 
 try:
@@ -129,7 +130,10 @@ class KernelrtPlugin(WorkerPlugin):
             specs = _specs(source)
             for be in (host,) if self.backend.name == "cpu" else (host, self.backend):
                 for kernel, signature in specs.get(be.name, []):
-                    status = be.compile_kernel(kernel, signature).status
+                    try:
+                        status = be.compile_kernel(kernel, signature).status
+                    except ComputeCapabilityError:  # e.g. fp64 atomics below cc 6.0: never launched there
+                        status = "unsupported"
                     counts[status] = counts.get(status, 0) + 1
         self.info = {
             "address": address,

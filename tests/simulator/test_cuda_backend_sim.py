@@ -232,3 +232,14 @@ def test_backends_in_threads_keep_their_own_device_stack(gpu):
     assert not errors
     assert all(seen[i] == (0,) and seen[f"{i}-after"] == () for i in range(4))
     assert active_devices() == ()
+
+
+def test_cache_warm_skips_kernels_the_gpu_cannot_run(cache_dir, capsys):
+    # The simulator reports cc 5.2: the atomic Laplacian kernel needs fp64 atomics (cc 6.0),
+    # which no driver launches there; warming says so instead of failing.
+    from kernelrt.cli import main
+
+    assert main(["cache", "warm"]) == 0
+    out = capsys.readouterr().out
+    assert "face_values_atomic [cuda (5, 2)]" in out and "unsupported" in out
+    assert "not supported by this GPU" in out.splitlines()[-1]
