@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import config
 from .backend import Backend
+from .cpu_threads import prepare_threading_layer
 from .disk_cache import resolve_cache_dir
 from .errors import ComputeCapabilityError
 from .selection import KINDS, get_backend
@@ -99,6 +100,7 @@ class KernelrtPlugin(WorkerPlugin):
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
         self.warm = warm
         self.backend: Backend | None = None
+        self.error: Exception | None = None
         self.info: dict = {}
 
     def __repr__(self):
@@ -108,11 +110,34 @@ class KernelrtPlugin(WorkerPlugin):
     async def setup(self, worker) -> None:
         # Loading (or compiling) kernels takes seconds: off the event loop, so the worker
         # keeps answering the scheduler's heartbeats meanwhile.
-        await asyncio.get_running_loop().run_in_executor(None, self.start, getattr(worker, "address", None))
+        address = getattr(worker, "address", None)
+        await asyncio.get_running_loop().run_in_executor(None, self.start, address)
+        nthreads = getattr(getattr(worker, "state", None), "nthreads", 1)
+        if self.backend.name == "cuda" and nthreads > 1:
+            config.logger.warning(
+                "kernelrt worker %s: %d threads share one GPU backend, so their tasks run on the GPU at once; "
+                "give GPU workers one thread (dask-cuda's default)", address, nthreads,
+            )
 
     def start(self, address=None) -> dict:
-        """Make the backend and load the kernels (what ``setup`` runs, in a thread)."""
+        """Make the backend and load the kernels (what ``setup`` runs, in a thread).
+
+        A failure is kept (``error``, and in ``info``) as well as raised: Dask only logs a
+        plugin's failure on a worker that joins later, and ``worker_backend()`` then
+        raises it in every task instead of saying the plugin is missing.
+        """
+        self.error = None
+        try:
+            return self._start(address)
+        except Exception as e:
+            self.error = e
+            self.info = {"address": address, "host": socket.gethostname(), "pid": os.getpid(),
+                         "error": f"{type(e).__name__}: {e}"}
+            raise
+
+    def _start(self, address) -> dict:
         t0 = time.perf_counter()
+        prepare_threading_layer()  # before numba picks one (worker_backend's set_num_threads would)
         if self.cache_dir is not None:
             config.use_cache_dir(self.cache_dir)
         cache_dir = resolve_cache_dir()
@@ -193,10 +218,14 @@ def worker_backend() -> Backend:
     except ValueError:
         raise RuntimeError("worker_backend() must be called inside a task running on a Dask worker") from None
     plugin = worker.plugins.get(PLUGIN_NAME)
+    if isinstance(plugin, KernelrtPlugin) and plugin.error is not None:
+        raise RuntimeError(f"KernelrtPlugin failed to start on worker {worker.address}: {plugin.info['error']}") \
+            from plugin.error
     if not isinstance(plugin, KernelrtPlugin) or plugin.backend is None:
         raise RuntimeError(
             f"worker {worker.address} has no KernelrtPlugin: client.register_plugin(KernelrtPlugin()) first"
         )
+    prepare_threading_layer()
     import numba  # lazy: importing kernelrt loads no numba
 
     numba.set_num_threads(min(plugin.threads_per_task, numba.config.NUMBA_NUM_THREADS))
@@ -231,8 +260,11 @@ def _describe(dask_worker=None) -> dict:
     return dict(plugin.info) if isinstance(plugin, KernelrtPlugin) else {}
 
 
-def map_ordered(client, fn, items, *, keys, on_done) -> None:
+def map_ordered(client, fn, items: list, *, keys, on_done) -> None:
     """Run ``fn(item)`` for each item on ``client``; call ``on_done(i, value, error)`` as each ends.
+
+    ``items`` is emptied once the tasks are submitted: an item (and the data scattered for
+    it) is then held only by its task, and released when that completes.
 
     ``error`` is the task's exception (its own type), or None. Results are fetched one at a
     time as tasks complete and then released, so the caller holds only those it keeps. A
@@ -241,6 +273,7 @@ def map_ordered(client, fn, items, *, keys, on_done) -> None:
     exception in ``on_done`` (or Ctrl-C) the remaining tasks are cancelled.
     """
     futures = client.map(fn, items, key=list(keys), pure=False)
+    items.clear()  # the futures hold what the tasks need, and release it as each completes
     position = {f.key: i for i, f in enumerate(futures)}
     pending = {f.key: f for f in futures}
     del futures

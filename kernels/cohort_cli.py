@@ -149,8 +149,10 @@ def _cmd_cohort(args) -> int:
         print(json.dumps(rows, indent=2))
     else:
         print(format_table(rows))
-    rate = len(rows) / seconds * 60 if seconds > 0 else float("inf")
-    say(f"{_count(len(rows), 'subject')}: {len(rows) - failed} written to {args.out}, {failed} failed "
+    kept = sum(getattr(r, "resumed", False) for r in results)  # found written by an earlier run
+    rate = (len(rows) - kept) / seconds * 60 if seconds > 0 else float("inf")
+    written = f"{len(rows) - failed} written to {args.out}" + (f" ({kept} kept from an earlier run)" if kept else "")
+    say(f"{_count(len(rows), 'subject')}: {written}, {failed} failed "
         f"({seconds:.1f} s, {rate:.1f} subjects/min)")
     return 1 if failed else 0
 
@@ -211,7 +213,10 @@ def _prepare_cluster(client, threads_per_task, say) -> None:
     workers = worker_info(client)
     say(f"workers: {len(workers)}" + ("" if workers else " (the tasks wait for workers to join)"))
     for address, info in sorted(workers.items()):
-        say(f"  {address}  {info.get('backend', '?')}  {info.get('device', '?')}")
+        if "error" in info:  # its plugin failed: its tasks will fail with this
+            say(f"  {address}  KernelrtPlugin failed: {info['error']}")
+        else:
+            say(f"  {address}  {info.get('backend', '?')}  {info.get('device', '?')}")
 
 
 def _has_bokeh(dask_scheduler=None) -> bool:

@@ -68,32 +68,43 @@ def check_errors(errors: str) -> None:
         raise ValueError(f"errors must be one of {', '.join(map(repr, ERRORS))} (got {errors!r})")
 
 
-def check_client(client) -> None:
-    """Refuse, before any work, a ``client`` that is not a ``distributed.Client``."""
+def check_client(client, backend=None) -> None:
+    """Refuse, before any work, a ``client`` that is not a ``distributed.Client``, or one
+    given with a ``backend`` (each worker uses its own: ``KernelrtPlugin(backend=...)``)."""
     if client is None:
         return
     if not all(hasattr(client, a) for a in ("map", "run_on_scheduler", "register_plugin")):
         raise TypeError(f"client must be a distributed.Client or None (got {type(client).__name__})")
+    if backend is not None:
+        raise ValueError(
+            "backend applies to a run without a client: on a cluster each worker uses the backend its "
+            f"KernelrtPlugin made (register KernelrtPlugin(backend=...) to choose it) (got backend={backend!r})"
+        )
 
 
-def run_tasks(task, items, names, *, backend=None, client=None, on_done=None, progress=False,
-              what: str = "items", errors: str = "raise", failed=FailedTasks, plugin_options=None) -> list:
-    """``task(item, backend)`` for every item; the results (or ``TaskFailure``) in input order.
+def raise_failures(results: list, errors: str, failed=None, what: str = "items") -> list:
+    """``results`` as they are with ``errors="keep"``; with "raise", ``failed`` if any item failed."""
+    if errors == "raise" and any(isinstance(r, TaskFailure) for r in results):
+        raise (failed or FailedTasks)(results, what)
+    return results
+
+
+def run_tasks(task, items: list, names, *, backend=None, client=None, on_done=None, progress=False,
+              what: str = "items") -> list:
+    """``task(item, backend)`` for every item; the results, or ``TaskFailure``, in input order.
 
     Args:
         task: a module-level function (workers import it by name), ``task(item, backend)``.
-        items: the items, each sent to one task.
-        names: one name per item, for failures and the dashboard's task keys.
+        items: the items, each sent to one task. With a client the list is emptied once the
+            tasks are submitted, so that each item (and data scattered for it) is released
+            when its task completes.
+        names: one name per item, for failures.
         backend: the backend of a local run (None: "auto"); on a client each worker's own.
         client: a ``distributed.Client``, or None to run here.
         on_done: ``on_done(i, value)`` is called as item i completes, and its return value
             is kept in place of ``value`` (to write a result to disk and keep a summary).
         progress: True draws a bar (on a terminal); a callable is called with 1 per item.
-        what: what the items are, for the bar and the error.
-        errors: "raise" raises ``failed(results, what)`` once every item has run if any
-            failed; "keep" returns ``TaskFailure`` in their place.
-        failed: the ``FailedTasks`` subclass to raise.
-        plugin_options: ``KernelrtPlugin`` options, used if the cluster has no plugin yet.
+        what: what the items are, for the bar and the dashboard's task names.
     """
     results: list = [None] * len(items)
     with progress_callback(progress, len(items), f"kernelrt {what}", what.rstrip("s")) as tick:
@@ -119,12 +130,12 @@ def run_tasks(task, items, names, *, backend=None, client=None, on_done=None, pr
                 map_ordered,
             )
 
-            ensure_plugin(client, **(plugin_options or {}))
-            run = uuid.uuid4().hex[:8]
-            keys = [f"kernelrt-{what}-{_key_safe(n)}-{run}-{i}" for i, n in enumerate(names)]
+            ensure_plugin(client)
+            # One task group on the dashboard per call ("kernelrt-subjects"): Dask groups keys
+            # by their words, dropping the hex run id and the index.
+            prefix = f"kernelrt-{what.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
+            keys = [f"{prefix}-{i}" for i in range(len(items))]
             map_ordered(client, functools.partial(_on_worker, task), items, keys=keys, on_done=done)
-    if errors == "raise" and any(isinstance(r, TaskFailure) for r in results):
-        raise failed(results, what)
     return results
 
 
@@ -132,7 +143,3 @@ def _on_worker(task, item):
     from kernelrt.distributed import worker_backend
 
     return task(item, worker_backend())
-
-
-def _key_safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "._" else "_" for c in str(name))[:60]

@@ -31,8 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tasks import FailedTasks, TaskFailure, check_client, check_errors, run_tasks
+from ..tasks import FailedTasks, check_client, check_errors, raise_failures, run_tasks
 from .cohort_store import SubjectSpectrum, finished_spectrum, write_spectrum
+from .eigen import METHODS
+from .factor import LIBRARIES
 from .inputs import check_vertices, host_vector
 from .spectral import hks, hks_times, wks, wks_params
 from .topology import MeshTopology
@@ -57,6 +59,14 @@ class _Settings:
     wks_energies: np.ndarray | None
     wks_sigma: float | None
     eigen_options: dict = field(default_factory=dict)
+
+    def digest(self) -> str:
+        """What a result depends on, as a short hex digest (``resume`` compares it)."""
+        h = hashlib.blake2b(digest_size=12)
+        h.update(repr((self.k, self.descriptors, self.wks_sigma, sorted(self.eigen_options.items()))).encode())
+        for grid in (self.hks_times, self.wks_energies):
+            h.update(b"-" if grid is None else grid.tobytes())
+        return h.hexdigest()
 
 
 def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None, out=None, names=None,
@@ -102,29 +112,26 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     """
     settings = _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options)
     check_errors(errors)
-    check_client(client)
+    check_client(client, backend)
     jobs, names = _jobs(meshes, names)
     if resume and out is None:
         raise ValueError("resume=True continues a run written to out=: give out too")
     out = _out_dir(out)
     done = {}
     if resume:
+        arrays = settings.descriptors + ("evecs",) * settings.keep_evecs
         done = {i: s for i, n in enumerate(names)
-                if (s := finished_spectrum(out, n, settings.k, settings.descriptors + ("evecs",) * settings.keep_evecs))
-                is not None}
+                if (s := finished_spectrum(out, n, settings.digest(), arrays)) is not None}
     todo = [i for i in range(len(jobs)) if i not in done]
     jobs = [jobs[i] for i in todo]
     if client is not None and jobs:
         jobs = _scatter_arrays(client, jobs)
     on_done = None if out is None else functools.partial(_write, out)
     computed = run_tasks(functools.partial(_subject, settings), jobs, [names[i] for i in todo], backend=backend,
-                         client=client, on_done=on_done, progress=progress, what="subjects",
-                         errors="keep") if jobs else []
+                         client=client, on_done=on_done, progress=progress, what="subjects") if jobs else []
     done.update(zip(todo, computed))
     results = [done[i] for i in range(len(names))]
-    if errors == "raise" and any(isinstance(r, TaskFailure) for r in results):
-        raise CohortError(results, "subjects")
-    return results
+    return raise_failures(results, errors, CohortError, "subjects")
 
 
 # -- arguments (on the caller's side, before any work) ------------------------------------------
@@ -139,15 +146,42 @@ def _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sig
     unknown = [d for d in descriptors if d not in DESCRIPTORS]
     if unknown:
         raise ValueError(f"descriptors must be among {DESCRIPTORS} (got {unknown})")
-    extra = sorted(set(eigen_options) - set(EIGEN_OPTIONS))
-    if extra:
-        raise TypeError(f"cohort_spectra got unexpected options {extra}; eigenpairs options are {EIGEN_OPTIONS}")
+    _check_eigen_options(eigen_options)
     grid = {name: None if a is None else host_vector(a, name)
             for name, a in (("hks_times", hks_times), ("wks_energies", wks_energies))}
-    if wks_sigma is not None and not (np.isfinite(wks_sigma) and wks_sigma > 0):
+    for name, a in grid.items():
+        if a is not None and (a.size == 0 or not np.all(np.isfinite(a))):
+            raise ValueError(f"{name} must be a non-empty array of finite numbers (got {a!r})")
+    if grid["hks_times"] is not None and np.any(grid["hks_times"] <= 0):
+        raise ValueError(f"hks_times must be > 0 (got {grid['hks_times']!r})")
+    if wks_sigma is not None and not (_real(wks_sigma) and np.isfinite(wks_sigma) and wks_sigma > 0):
         raise ValueError(f"wks_sigma must be a positive number (got {wks_sigma!r})")
     return _Settings(int(k), descriptors, bool(keep_evecs), grid["hks_times"], grid["wks_energies"],
                      None if wks_sigma is None else float(wks_sigma), dict(eigen_options))
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _check_eigen_options(options: dict) -> None:
+    """The ``eigenpairs`` options every subject would refuse, refused once, before any work."""
+    extra = sorted(set(options) - set(EIGEN_OPTIONS))
+    if extra:
+        raise TypeError(f"cohort_spectra got unexpected options {extra}; eigenpairs options are {EIGEN_OPTIONS}")
+    allowed = {"method": METHODS, "factor": ("auto", *LIBRARIES)}
+    for name, values in allowed.items():
+        if name in options and options[name] not in values:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, values))} (got {options[name]!r})")
+    checks = {"sigma": lambda x: np.isfinite(x) and x < 0, "tol": lambda x: np.isfinite(x) and x > 0,
+              "maxiter": lambda x: isinstance(x, (int, np.integer)) and x > 0,
+              "dense_max": lambda x: isinstance(x, (int, np.integer)) and x > 0}
+    wanted = {"sigma": "a finite number < 0", "tol": "a finite number > 0", "maxiter": "a positive int",
+              "dense_max": "a positive int"}
+    for name, ok in checks.items():
+        value = options.get(name)
+        if value is not None and not (_real(value) and ok(value)):
+            raise ValueError(f"{name} must be {wanted[name]} (got {value!r})")
 
 
 def _jobs(meshes, names) -> tuple[list[dict], list[str]]:
@@ -169,6 +203,10 @@ def _jobs(meshes, names) -> tuple[list[dict], list[str]]:
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"subject names must be unique (repeated: {repeated[:5]})")
+    unsafe = [n for n in names if not n or n.startswith(".") or any(c in n for c in "/\\\0")]
+    if unsafe:
+        raise ValueError(f"subject names name their files <out>/<name>.npz: no '/', '\\', NUL or leading '.' "
+                         f"(got {unsafe[:5]})")
     for job, name in zip(jobs, names):
         job["name"] = name
     return jobs, names
@@ -176,7 +214,7 @@ def _jobs(meshes, names) -> tuple[list[dict], list[str]]:
 
 def _job(mesh, i: int) -> dict:
     if isinstance(mesh, (str, os.PathLike)):
-        return {"path": os.fspath(mesh)}
+        return {"path": os.path.abspath(mesh)}  # a worker's working directory is not ours
     if hasattr(mesh, "vertices") and hasattr(mesh, "faces"):
         return {"vertices": mesh.vertices, "faces": mesh.faces}
     if isinstance(mesh, (tuple, list)) and len(mesh) == 2:
@@ -212,11 +250,18 @@ def _scatter_arrays(client, jobs: list[dict]) -> list[dict]:
     faces = {}
     for job in jobs:
         if "faces" in job:
-            faces.setdefault(id(job["faces"]), job["faces"])
+            job["faces_key"] = _faces_key(job["faces"])
+            faces.setdefault(job["faces_key"], job["faces"])
     shared = dict(zip(faces, client.scatter(list(faces.values()), hash=False))) if faces else {}
     arrays = [j["vertices"] for j in jobs if "vertices" in j]
     vertices = iter(client.scatter(arrays, hash=False)) if arrays else iter(())
-    return [j if "path" in j else dict(j, vertices=next(vertices), faces=shared[id(j["faces"])]) for j in jobs]
+    return [j if "path" in j else dict(j, vertices=next(vertices), faces=shared[j.pop("faces_key")]) for j in jobs]
+
+
+def _faces_key(faces) -> tuple:
+    """A face array's identity by content: equal arrays share a topology and are sent once."""
+    f = np.ascontiguousarray(faces)
+    return f.shape, f.dtype.str, hashlib.blake2b(f.tobytes(), digest_size=16).hexdigest()
 
 
 # -- one subject (where the task runs) ----------------------------------------------------------
@@ -247,7 +292,7 @@ def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
     return SubjectSpectrum(
         name=job["name"], n_vertices=topology.n_vertices, n_faces=topology.n_faces, route=pairs.route,
         max_residual=float(pairs.residuals.max()), seconds=pairs.seconds, backend=backend.name,
-        reports=tuple(_REPORTS.lines), **arrays,
+        reports=tuple(_REPORTS.lines), settings=settings.digest(), **arrays,
     )
 
 
@@ -273,7 +318,7 @@ _topologies_lock = threading.Lock()
 def _topology(faces, n_vertices: int) -> MeshTopology:
     """This process's topology for ``faces`` (by content), built on first use."""
     f = np.ascontiguousarray(faces)
-    key = (n_vertices, f.shape, f.dtype.str, hashlib.blake2b(f.tobytes(), digest_size=16).hexdigest())
+    key = (n_vertices, *_faces_key(f))
     with _topologies_lock:
         topology = _topologies.get(key)
         if topology is not None:

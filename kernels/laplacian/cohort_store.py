@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
+import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 __all__ = ["SubjectSpectrum", "replaced_atomically", "write_spectrum"]
 
 _ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
-_SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend")
+_SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend", "settings")
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ class SubjectSpectrum:
         seconds: eigensolver wall time.
         backend: where it ran ("cpu" or "cuda").
         reports: degenerate-face and isolated-vertex reports of this subject's assembly.
+        settings: a digest of what it was computed with (k, descriptors and their grids,
+            eigensolver options), which ``resume`` compares.
         path: the ``.npz`` file the arrays were written to (``out=``), else None.
+        resumed: True when ``resume=True`` found it already written and did not compute it.
     """
 
     name: str
@@ -58,7 +62,9 @@ class SubjectSpectrum:
     seconds: float = float("nan")
     backend: str = ""
     reports: tuple = ()
+    settings: str = ""
     path: Path | None = None
+    resumed: bool = False
 
     def __repr__(self):
         where = f", path={str(self.path)!r}" if self.path else ""
@@ -90,29 +96,33 @@ def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
     return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)
 
 
-def finished_spectrum(out: Path, name: str, k: int, arrays) -> SubjectSpectrum | None:
-    """A subject already written to ``<out>/<name>.npz`` with k eigenpairs and ``arrays``.
+def finished_spectrum(out: Path, name: str, settings: str, arrays) -> SubjectSpectrum | None:
+    """A subject already written to ``<out>/<name>.npz`` with these settings and ``arrays``.
 
     Args:
         out, name: where the file is: ``<out>/<name>.npz``.
-        k: the eigenpairs it must hold.
-        arrays: the fields it must hold besides them ("hks", "wks", "evecs").
+        settings: the digest the file must carry (``SubjectSpectrum.settings``).
+        arrays: the fields it must hold besides the eigenvalues ("hks", "wks", "evecs").
 
     Returns:
-        The subject as ``write_spectrum`` returns it (eigenvalues and path), or None when
-        the file is absent, unreadable, or computed with another k or without an array
-        asked for (it is then computed again and replaced).
+        The subject with its eigenvalues and path (``resumed=True``; its other arrays are
+        not read), or None when the file is absent, unreadable, cut short, or computed with
+        other settings or without an array asked for: it is then computed again.
     """
     path = Path(out) / f"{name}.npz"
     if not path.is_file():
         return None
     try:
-        spectrum = SubjectSpectrum.load(path)
-    except (OSError, ValueError, KeyError, TypeError):  # not an .npz this module wrote whole
+        with np.load(path, allow_pickle=False) as f:
+            if "settings" not in f.files or str(f["settings"]) != settings or \
+                    any(a not in f.files for a in ("evals", *arrays)):
+                return None
+            fields = {n: f[n].item() for n in _SCALARS if n in f.files}
+            fields["evals"] = f["evals"]
+            fields["reports"] = tuple(str(r) for r in f["reports"]) if "reports" in f.files else ()
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # not a whole file this module wrote
         return None
-    if len(spectrum.evals) != k or any(getattr(spectrum, a) is None for a in arrays):
-        return None
-    return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None)
+    return SubjectSpectrum(path=path, resumed=True, **fields)
 
 
 @contextlib.contextmanager
@@ -123,7 +133,10 @@ def replaced_atomically(path: Path, mode: str = "w", **open_options):
     over ``path`` on success and removed on any exception, so ``path`` is whole or absent.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
+    # os.open with 0o666 lets the umask decide the mode, as for any file the user writes
+    # (tempfile.mkstemp would make it 0600, unreadable by a project's group)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, mode, **open_options) as f:
             yield f

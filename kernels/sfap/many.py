@@ -14,7 +14,7 @@ import collections.abc
 import dataclasses
 import functools
 
-from ..tasks import check_client, check_errors, run_tasks
+from ..tasks import TaskFailure, check_client, check_errors, raise_failures, run_tasks
 from .compute import compute_sfaps
 from .inputs import check_inputs
 
@@ -55,7 +55,7 @@ def compute_many(units, *, client=None, backend=None, units_per_task: int = 1, m
             runs; the message names the unit (``units[3]: ...``).
         FailedTasks: with ``errors="raise"``, after the others completed, if a unit failed.
     """
-    check_client(client)
+    check_client(client, backend)
     check_errors(errors)
     if isinstance(units_per_task, bool) or not isinstance(units_per_task, int) or units_per_task < 1:
         raise ValueError(f"units_per_task must be a positive int (got {units_per_task!r})")
@@ -64,15 +64,16 @@ def compute_many(units, *, client=None, backend=None, units_per_task: int = 1, m
     calls = [_call(unit, common, i) for i, unit in enumerate(units)]
     if not calls:
         return []
-    batches = [calls[i:i + units_per_task] for i in range(0, len(calls), units_per_task)]
-    names = [f"units[{i * units_per_task}]" if len(b) == 1 else
-             f"units[{i * units_per_task}:{i * units_per_task + len(b)}]" for i, b in enumerate(batches)]
-    done = run_tasks(functools.partial(_batch, muap_only), batches, names, backend=backend, client=client,
-                     progress=progress, what="motor units", errors=errors)
+    batches = [list(range(i, min(i + units_per_task, len(calls)))) for i in range(0, len(calls), units_per_task)]
+    names = [f"units[{b[0]}]" if len(b) == 1 else f"units[{b[0]}:{b[-1] + 1}]" for b in batches]
+    done = run_tasks(functools.partial(_batch, muap_only), [[(i, calls[i]) for i in b] for b in batches], names,
+                     backend=backend, client=client, progress=progress, what="motor units")
     results = []
     for batch, outcome in zip(batches, done):
-        results.extend(outcome if isinstance(outcome, list) else [outcome] * len(batch))
-    return results
+        if isinstance(outcome, TaskFailure):  # the task itself failed (e.g. its workers died): each unit
+            outcome = [TaskFailure(f"units[{i}]", outcome.error) for i in batch]
+        results.extend(outcome)
+    return raise_failures(results, errors, what="motor units")
 
 
 def _call(unit, common: dict, i: int) -> dict:
@@ -92,10 +93,15 @@ def _call(unit, common: dict, i: int) -> dict:
 
 
 def _batch(muap_only: bool, calls: list, backend) -> list:
+    """Each ``(i, kwargs)``'s ``SfapResult``, or its ``TaskFailure``: one unit fails alone."""
     out = []
-    for kwargs in calls:
+    for i, kwargs in calls:
         if muap_only:
             kwargs = dict(kwargs, keep_raw=False)
-        result = compute_sfaps(backend=backend, **kwargs)
+        try:
+            result = compute_sfaps(backend=backend, **kwargs)
+        except Exception as e:  # noqa: BLE001 - reported for this unit, the batch goes on
+            out.append(TaskFailure(f"units[{i}]", e))
+            continue
         out.append(dataclasses.replace(result, sfaps=None, sfaps_raw=None) if muap_only else result)
     return out

@@ -12,6 +12,10 @@ order); measured on this machine: eigenvalues within 1.2e-14, HKS 2.4e-13, WKS 1
 
 from __future__ import annotations
 
+import os
+import stat
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from kernelrt.kernels.laplacian import (
@@ -115,6 +119,22 @@ def test_with_out_each_subject_is_written_as_it_completes(cluster, serial, tmp_p
                              for r in results], serial)
 
 
+def test_a_cohort_builds_one_topology_per_face_array(monkeypatch):
+    built = []
+
+    class Counting(cohort_module.MeshTopology):
+        def __init__(self, faces, n_vertices, **kw):
+            built.append(n_vertices)
+            super().__init__(faces, n_vertices, **kw)
+
+    monkeypatch.setattr(cohort_module, "MeshTopology", Counting)
+    monkeypatch.setattr(cohort_module, "_topologies", type(cohort_module._topologies)())
+    v, f = noisy_icosphere(2, 0.1, seed=1)
+    meshes = [(v * (1 + 0.01 * s), f.copy()) for s in range(3)] + [noisy_icosphere(1, 0.1, seed=2)]
+    cohort_spectra(meshes, 4, descriptors=())
+    assert built == [162, 42]  # three subjects on one face array (equal copies), one on another
+
+
 def test_subjects_sharing_faces_share_one_topology():
     v, f = MESHES["sub-00"]
     t1 = cohort_module._topology(f, len(v))
@@ -150,6 +170,19 @@ def test_shared_descriptor_grids_are_used_for_every_subject():
     ({"names": ["a"]}, ValueError, "one name per mesh"),
     ({"which": "SM"}, TypeError, "unexpected options"),
     ({"wks_sigma": -1.0}, ValueError, "wks_sigma"),
+    ({"wks_sigma": "0.3"}, ValueError, "wks_sigma must be a positive number"),
+    ({"hks_times": [-1.0, 1.0]}, ValueError, "hks_times must be > 0"),
+    ({"hks_times": []}, ValueError, "hks_times must be a non-empty array"),
+    ({"wks_energies": [1.0, np.inf]}, ValueError, "wks_energies must be a non-empty array of finite"),
+    ({"method": "nope"}, ValueError, "method must be one of"),
+    ({"factor": "mkl"}, ValueError, "factor must be one of"),
+    ({"tol": -1e-9}, ValueError, "tol must be a finite number > 0"),
+    ({"sigma": 0.5}, ValueError, "sigma must be a finite number < 0"),
+    ({"maxiter": 2.5}, ValueError, "maxiter must be a positive int"),
+    ({"names": ["../escape", "b"]}, ValueError, "no '/'"),
+    ({"names": [".hidden", "b"]}, ValueError, "leading '.'"),
+    ({"backend": "cpu", "client": SimpleNamespace(map=1, run_on_scheduler=1, register_plugin=1)}, ValueError,
+     "backend applies to a run without a client"),
 ])
 def test_bad_arguments_are_refused_before_any_subject_runs(kwargs, error, words, tmp_path):
     meshes = [MESHES["small-0"], MESHES["small-1"]]
@@ -208,8 +241,38 @@ def test_resume_computes_only_the_subjects_not_yet_written(tmp_path):
     (tmp_path / "small-0.npz").write_bytes(b"cut short")
     cohort_spectra(meshes, 8, out=tmp_path, errors="keep", resume=True, keep_evecs=True, progress=ran.append)
     assert len(ran) == 3  # a damaged file, and files without the eigenvectors asked for
+    ran.clear()
+    whole = (tmp_path / "small-0.npz").read_bytes()
+    (tmp_path / "small-0.npz").write_bytes(whole[: len(whole) // 2])  # a zip cut in the middle
+    again = cohort_spectra(meshes, 8, out=tmp_path, errors="keep", resume=True, hks_times=[0.5, 1.0],
+                           progress=ran.append)
+    assert len(ran) == 3  # the cut file, and other HKS times for the others
+    ran.clear()
+    again = cohort_spectra(meshes, 8, out=tmp_path, errors="keep", resume=True, hks_times=[0.5, 1.0],
+                           progress=ran.append)
+    assert len(ran) == 1 and [r.resumed for r in again[:2]] == [True, True]  # only the bad mesh again
 
 
 def test_resume_needs_out():
     with pytest.raises(ValueError, match="give out too"):
         cohort_spectra([MESHES["small-0"]], 4, resume=True)
+
+
+def test_result_files_get_the_users_usual_mode(tmp_path):
+    old = os.umask(0o022)
+    try:
+        (result,) = cohort_spectra([MESHES["small-0"]], 4, out=tmp_path)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(result.path.stat().st_mode) == 0o644  # not tempfile's 0600
+    assert [p.name for p in tmp_path.iterdir()] == [result.path.name]
+
+
+@pytest.mark.slow
+def test_relative_paths_are_read_where_the_workers_are(cluster, tmp_path, monkeypatch):
+    meshio = pytest.importorskip("meshio")
+    v, f = MESHES["small-0"]
+    meshio.write_points_cells(tmp_path / "rel.ply", v, [("triangle", f)])
+    monkeypatch.chdir(tmp_path)  # the workers' working directory stays where they started
+    (result,) = cohort_spectra(["rel.ply"], 4, client=cluster.client)
+    assert result.name == "rel" and result.n_vertices == len(v)

@@ -38,7 +38,8 @@ BAD = "bad-two-pieces"
 # the two lh.pial get their directory's name (subject_names)
 NAMES = [BAD, "sub-01", "sub-02", "sub-03.lh.pial", "sub-04_lh.pial", "sub-05_lh.pial"]
 GOOD = NAMES[1:]
-SUMMARY_LINE = re.compile(r"^6 subjects: 5 written to (.+), 1 failed \(\d+\.\d s, \d+\.\d subjects/min\)$")
+SUMMARY_LINE = re.compile(
+    r"^6 subjects: 5 written to (.+?)(?: \((\d+) kept from an earlier run\))?, 1 failed \(\d+\.\d s, \d+\.\d subjects/min\)$")
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +136,17 @@ def test_resume_keeps_what_a_cut_short_run_wrote(cohort, tmp_path, capsys):
     (out / "sub-02.npz").unlink()
     capsys.readouterr()
     code = main(["cohort", *cohort.meshes, "--k", str(K), "--out", str(out), "--resume"])
-    _check_outputs(out, code, capsys.readouterr(), cohort.serial)
+    printed = capsys.readouterr()
+    _check_outputs(out, code, printed, cohort.serial)
     assert (out / "sub-01.npz").stat().st_mtime_ns == kept  # not written again
+    assert SUMMARY_LINE.match(printed.out.strip().splitlines()[-1]).group(2) == "4"  # all good ones but sub-02
+
+
+def test_the_commands_descriptors_are_the_functions():
+    from kernelrt.kernels import cohort_cli
+    from kernelrt.kernels.laplacian import cohort
+
+    assert cohort_cli.DESCRIPTORS == cohort.DESCRIPTORS
 
 
 def test_json_prints_the_rows_alone_on_stdout(cohort, tmp_path, capsys):

@@ -20,6 +20,8 @@ from kernelrt.kernels.sfap.many import UNIT_ARGUMENTS
 from kernelrt.kernels.sfap.reference import synthetic_motor_unit
 from kernelrt.kernels.tasks import FailedTasks, TaskFailure
 
+from kernelrt.distributed import worker_info
+
 COMMON_NAMES = ("electrodes", "dt", "dz", "branch_cv")
 
 
@@ -109,6 +111,13 @@ def test_a_unit_that_fails_while_running_fails_alone(monkeypatch, serial):
     _assert_bitwise([kept[0], kept[2]], [serial[0], serial[2]])
     with pytest.raises(FailedTasks, match=r"1 of 3 motor units failed:\n  units\[1\]: MemoryError"):
         compute_many(UNITS[:3], **COMMON)
+    # in batches too: one entry per unit, and the unit beside it in its batch completes
+    batched = compute_many(UNITS[:5], units_per_task=2, errors="keep", **COMMON)
+    assert len(batched) == 5 and isinstance(batched[1], TaskFailure) and batched[1].name == "units[1]"
+    _assert_bitwise([batched[i] for i in (0, 2, 3, 4)], [serial[i] for i in (0, 2, 3, 4)])
+    with pytest.raises(FailedTasks, match=r"^1 of 5 motor units failed") as caught:
+        compute_many(UNITS[:5], units_per_task=2, **COMMON)
+    assert len(caught.value.results) == 5
 
 
 def test_unit_arguments_are_compute_sfaps_own():
@@ -142,4 +151,6 @@ def test_a_worker_killed_mid_run_loses_nothing(cluster):
     _assert_bitwise(outcome["results"], serial)
     assert in_flight  # the killed worker held these when it died; they completed elsewhere
     client.wait_for_workers(2, timeout=120)  # the nanny restarts it, with the plugin
-    assert victim not in client.scheduler_info()["workers"]
+    info = worker_info(client)
+    assert len(info) == 2 and all(w.get("backend") == "cpu" for w in info.values())
+    assert pids[victim] not in {w["pid"] for w in info.values()}  # a new process took its place

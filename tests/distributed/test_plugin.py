@@ -15,6 +15,7 @@ from kernelrt.distributed import (
     map_ordered,
     network_filesystem,
     worker_backend,
+    worker_info,
 )
 
 
@@ -118,3 +119,19 @@ def test_a_cache_on_a_network_filesystem_is_recognised(tmp_path):
     assert network_filesystem(tmp_path / "shared" / "local" / "kcache", mounts) is None  # the deeper mount
     assert network_filesystem(tmp_path / "elsewhere", mounts) is None
     assert network_filesystem(tmp_path, tmp_path / "no-such-file") is None
+
+
+def test_a_plugin_that_failed_to_start_says_why_in_every_task():
+    # A worker that joins after registration (a Slurm job that starts late) sets the plugin up
+    # alone, and Dask only logs its failure; the tasks must not say the plugin is missing.
+    import distributed
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as local, \
+            distributed.Client(local) as client:
+        client.register_plugin(KernelrtPlugin("cuda"))  # no GPU here: CudaUnavailableError on start
+        local.scale(1)
+        client.wait_for_workers(1, timeout=60)
+        with pytest.raises(RuntimeError, match="KernelrtPlugin failed to start on worker .*CudaUnavailableError"):
+            client.submit(_task_view, pure=False).result()
+        (info,) = worker_info(client).values()
+        assert info["error"].startswith("CudaUnavailableError")
