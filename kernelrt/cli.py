@@ -10,17 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 from . import __version__
 from .bench_cli import add_bench_parser
-from .compiler import compile_cuda_offline
+from .compiler import compile_cuda_offline, load_kernels
 from .cpu_backend import CPUBackend
 from .cpu_threads import threading_layer_name
 from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, nvml_memory, package_versions, probe
 from .disk_cache import disk_cache_for
-from .errors import ComputeCapabilityError
 from .kernels import warm_specs
 from .kernels.cohort_cli import add_cohort_parser
 from .kernels.demo import add_demo_parser  # the front end is the one part that uses the kernel library
@@ -156,24 +154,18 @@ def _cmd_cache_warm(args, cache) -> int:
         backends.append(CUDABackend())
     results = []
 
-    def run(label, fn, *args):
-        t0 = time.perf_counter()
-        try:
-            status = fn(*args)
-            status = status.status if hasattr(status, "status") else status[0]  # offline: (status, ptx)
-        except ComputeCapabilityError:  # e.g. fp64 atomics on a GPU below cc 6.0: never launched there
-            status = "unsupported"
-        results.append(status)
-        print(f"  {label:60} {status:9} {time.perf_counter() - t0:6.2f} s", flush=True)
+    def run(where, entries, compile_one):
+        for kernel, status, seconds in load_kernels(entries, compile_one):
+            results.append(status)
+            print(f"  {kernel.name + ' [' + where + ']':60} {status:9} {seconds:6.2f} s", flush=True)
 
     print(f"warming {cache.directory}")
     for backend in backends:
         where = backend.name if backend.name == "cpu" else f"cuda {backend.compute_capability}"
-        for kernel, sig in specs[backend.name]:
-            run(f"{kernel.name} [{where}]", backend.compile_kernel, kernel, sig)
+        run(where, specs[backend.name], lambda kernel, sig, be=backend: be.compile_kernel(kernel, sig).status)
     for cc in args.cc or []:
-        for kernel, sig in specs["cuda"]:
-            run(f"{kernel.name} [ptx sm_{cc[0]}{cc[1]}]", compile_cuda_offline, kernel, kernel.parse_signature(sig), cc, cache)
+        run(f"ptx sm_{cc[0]}{cc[1]}", specs["cuda"],  # offline: (status, ptx)
+            lambda kernel, sig, cc=cc: compile_cuda_offline(kernel, kernel.parse_signature(sig), cc, cache)[0])
     compiled, unsupported = results.count("compiled"), results.count("unsupported")
     print(f"{len(results)} kernels: {compiled} compiled, {len(results) - compiled - unsupported} already cached"
           + (f", {unsupported} not supported by this GPU" if unsupported else ""))

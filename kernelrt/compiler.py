@@ -41,7 +41,7 @@ from .cache_key import (
 from .cpu_threads import prepare_threading_layer
 from .discovery import probe, toolchain_problem
 from .disk_cache import disk_cache_for
-from .errors import CudaUnavailableError
+from .errors import ComputeCapabilityError, CudaUnavailableError
 from .kernel_def import Kernel
 from .numba_internals import (
     add_cpu_overload,
@@ -63,6 +63,7 @@ __all__ = [
     "ensure_cuda",
     "compile_cuda_offline",
     "compile_ptx",
+    "load_kernels",
 ]
 
 _PAYLOAD_VERSION = 1
@@ -351,3 +352,23 @@ def compile_ptx(kernel, signature, cc=(9, 0), *, cache=None) -> str:
     argtypes = kernel.parse_signature(signature)
     _, ptx = compile_cuda_offline(kernel, argtypes, cc, cache if cache is not None else disk_cache_for())
     return ptx
+
+
+def load_kernels(entries, compile_one):
+    """Load or compile each ``(kernel, signature)`` of a family's ``warm_specs()`` list.
+
+    What ``kernelrt cache warm`` and ``kernelrt.distributed.KernelrtPlugin`` both do:
+    ``compile_one(kernel, signature)`` returns its status ("compiled", "disk", "memory"),
+    and a kernel the device cannot run (``ComputeCapabilityError``: fp64 atomics below
+    cc 6.0, never launched there) is "unsupported" instead of an error.
+
+    Yields:
+        ``(kernel, status, seconds)`` after each kernel.
+    """
+    for kernel, signature in entries:
+        t0 = time.perf_counter()
+        try:
+            status = compile_one(kernel, signature)
+        except ComputeCapabilityError:
+            status = "unsupported"
+        yield kernel, status, time.perf_counter() - t0

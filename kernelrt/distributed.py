@@ -28,9 +28,9 @@ from pathlib import Path
 
 from . import config
 from .backend import Backend
+from .compiler import load_kernels
 from .cpu_threads import prepare_threading_layer
 from .disk_cache import resolve_cache_dir
-from .errors import ComputeCapabilityError
 from .selection import KINDS, get_backend
 
 try:
@@ -127,15 +127,17 @@ class KernelrtPlugin(WorkerPlugin):
         raises it in every task instead of saying the plugin is missing.
         """
         self.error = None
+        where = {"address": address, "host": socket.gethostname(), "pid": os.getpid()}
         try:
-            return self._start(address)
+            self.info = {**where, **self._start()}
         except Exception as e:
             self.error = e
-            self.info = {"address": address, "host": socket.gethostname(), "pid": os.getpid(),
-                         "error": f"{type(e).__name__}: {e}"}
+            self.info = {**where, "error": f"{type(e).__name__}: {e}"}
             raise
+        config.logger.info("kernelrt worker %s: %s", address, self.info)
+        return self.info
 
-    def _start(self, address) -> dict:
+    def _start(self) -> dict:
         t0 = time.perf_counter()
         prepare_threading_layer()  # before numba picks one (worker_backend's set_num_threads would)
         if self.cache_dir is not None:
@@ -154,16 +156,10 @@ class KernelrtPlugin(WorkerPlugin):
         for source in self.warm:
             specs = _specs(source)
             for be in (host,) if self.backend.name == "cpu" else (host, self.backend):
-                for kernel, signature in specs.get(be.name, []):
-                    try:
-                        status = be.compile_kernel(kernel, signature).status
-                    except ComputeCapabilityError:  # e.g. fp64 atomics below cc 6.0: never launched there
-                        status = "unsupported"
+                for _, status, _ in load_kernels(specs.get(be.name, []),
+                                                 lambda kernel, sig, be=be: be.compile_kernel(kernel, sig).status):
                     counts[status] = counts.get(status, 0) + 1
-        self.info = {
-            "address": address,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
+        return {
             "backend": self.backend.name,
             "device": self.backend.device_name,
             "device_id": self.backend.device_id,
@@ -174,8 +170,6 @@ class KernelrtPlugin(WorkerPlugin):
             "kernels": counts,
             "start_seconds": time.perf_counter() - t0,
         }
-        config.logger.info("kernelrt worker %s: %s", address, self.info)
-        return self.info
 
     def teardown(self, worker) -> None:
         self.backend = None

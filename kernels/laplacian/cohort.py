@@ -119,9 +119,8 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     out = _out_dir(out)
     done = {}
     if resume:
-        arrays = settings.descriptors + ("evecs",) * settings.keep_evecs
-        done = {i: s for i, n in enumerate(names)
-                if (s := finished_spectrum(out, n, settings.digest(), arrays)) is not None}
+        arrays, digest = settings.descriptors + ("evecs",) * settings.keep_evecs, settings.digest()
+        done = {i: s for i, n in enumerate(names) if (s := finished_spectrum(out, n, digest, arrays)) is not None}
     todo = [i for i in range(len(jobs)) if i not in done]
     jobs = [jobs[i] for i in todo]
     if client is not None and jobs:
@@ -247,11 +246,12 @@ def _out_dir(out) -> Path | None:
 
 def _scatter_arrays(client, jobs: list[dict]) -> list[dict]:
     """In-memory meshes go to the workers once each (a face array shared by subjects, once)."""
-    faces = {}
+    faces, keys = {}, {}  # content key -> array; id -> content key (subjects often pass one object)
     for job in jobs:
         if "faces" in job:
-            job["faces_key"] = _faces_key(job["faces"])
-            faces.setdefault(job["faces_key"], job["faces"])
+            f = job["faces"]
+            job["faces_key"] = keys.get(id(f)) or keys.setdefault(id(f), _faces_key(f))
+            faces.setdefault(job["faces_key"], f)
     shared = dict(zip(faces, client.scatter(list(faces.values()), hash=False))) if faces else {}
     arrays = [j["vertices"] for j in jobs if "vertices" in j]
     vertices = iter(client.scatter(arrays, hash=False)) if arrays else iter(())

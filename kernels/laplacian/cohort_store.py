@@ -76,12 +76,7 @@ class SubjectSpectrum:
         """Read a subject's ``.npz`` (as ``cohort_spectra(out=...)`` wrote it) back, arrays included."""
         path = Path(path)
         with np.load(path, allow_pickle=False) as f:
-            fields = {name: f[name] for name in _ARRAYS if name in f.files}
-            for name in _SCALARS:
-                if name in f.files:
-                    fields[name] = f[name].item()
-            fields["reports"] = tuple(str(r) for r in f["reports"]) if "reports" in f.files else ()
-        return cls(path=path, **fields)
+            return cls(path=path, **_fields(f, _ARRAYS))
 
 
 def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
@@ -117,12 +112,17 @@ def finished_spectrum(out: Path, name: str, settings: str, arrays) -> SubjectSpe
             if "settings" not in f.files or str(f["settings"]) != settings or \
                     any(a not in f.files for a in ("evals", *arrays)):
                 return None
-            fields = {n: f[n].item() for n in _SCALARS if n in f.files}
-            fields["evals"] = f["evals"]
-            fields["reports"] = tuple(str(r) for r in f["reports"]) if "reports" in f.files else ()
+            return SubjectSpectrum(path=path, resumed=True, **_fields(f, ("evals",)))
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # not a whole file this module wrote
         return None
-    return SubjectSpectrum(path=path, resumed=True, **fields)
+
+
+def _fields(f, arrays) -> dict:
+    """``SubjectSpectrum`` fields from an open ``.npz``: its scalars, reports and ``arrays`` (those present)."""
+    fields = {name: f[name] for name in arrays if name in f.files}
+    fields.update({name: f[name].item() for name in _SCALARS if name in f.files})
+    fields["reports"] = tuple(str(r) for r in f["reports"]) if "reports" in f.files else ()
+    return fields
 
 
 @contextlib.contextmanager
