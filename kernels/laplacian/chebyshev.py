@@ -32,6 +32,7 @@ degree (``cheb_step``: Z = α(A Y − c Y) + β X), then runs QR and Rayleigh–
   step would wait there anyway (QR and eigh read b x b results on the host).
 """
 
+import contextlib
 import math
 import time
 
@@ -39,6 +40,7 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import cuda
+from threadpoolctl import threadpool_limits
 
 import kernelrt
 
@@ -217,6 +219,16 @@ class _Block:
         return theta, y, w, res
 
 
+def _host_blas(be):
+    """One BLAS thread while the block is on the host, as the Cholesky route (eigen.py).
+
+    The GEMMs are tall and thin (memory-bound), and OpenBLAS's spinning threads took the cores
+    from the filter's numba threads: on 2 cores at ico5, k = 50, the filter and CholeskyQR2
+    both ran ~1.5x slower with OpenBLAS's default pool.
+    """
+    return threadpool_limits(limits=1, user_api="blas") if cupy_or_none(be) is None else contextlib.nullcontext()
+
+
 def _degree(fixed, theta, res, target, a, b, pending):
     """The filter degree: ``fixed``, or enough for the slowest pending pair, capped by MAX_GAIN."""
     e, c = (b - a) / 2.0, (b + a) / 2.0
@@ -274,7 +286,7 @@ def chebyshev_eigenpairs(
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
-    with be.activated():  # CuPy on the backend's device
+    with be.activated(), _host_blas(be):  # CuPy on the backend's device
         blk = _Block(LaplacianOperator(A, backend=be), cupy_or_none(be))
         xp, blk.phases["setup"] = blk.xp, blk._t - t0  # checks, scaling, λ_max, the operator's upload
         y0 = blk.random(n, b)

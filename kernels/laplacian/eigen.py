@@ -358,7 +358,7 @@ def _device_report(L, m, evals, evecs, be):
     product still runs on the device, the rest on the host."""
     op, cp = LaplacianOperator(L, backend=be), cupy_or_none(be)
     if cp is not None:
-        return device_report(op.matmat, cp.asarray(m), evals, cp.asarray(evecs), cp, cp.asnumpy)
+        return device_report(op.matmat, cp.asarray(m), evals, cp.ascontiguousarray(evecs), cp, cp.asnumpy)
     return device_report(op.matmat, m, evals, be.to_host(evecs), np, np.asarray)
 
 
