@@ -15,6 +15,7 @@ This ``__init__`` is the family's public API; the modules:
 - ``factor``: the sparse factor of L - σM (cholespy, or SuperLU).
 - ``lanczos``: block Lanczos with thick restarts, on the shift-inverted operator.
 - ``chebyshev``: Chebyshev-filtered subspace iteration, on any backend (the GPU route).
+- ``subspace``: its seeded start-block kernel and CholeskyQR2 (with a Householder fallback).
 - ``eigen_report``: the residual report and ``EigenConvergenceError``.
 - ``spectral``: HKS, WKS and their default grids.
 - ``meshes``: icospheres (golden-exact) and jittered icospheres.

@@ -20,22 +20,34 @@ degree (``cheb_step``: Z = α(A Y − c Y) + β X), then runs QR and Rayleigh–
 * Leading converged pairs are locked softly: no longer filtered, still in Rayleigh–Ritz.
 * The default block grows once, to twice its guards, when a cluster straddles its edge
   (icospheres' multiplets at k = 50); an explicit ``block`` is kept as given.
-* Dense algebra (QR, eigh, GEMMs) runs with CuPy on the device on a real GPU, else with
-  NumPy on the host (the simulator copies the block around each dense step).
+* The start block is drawn where the block lives, by a seeded kernel (subspace.py): the same
+  bits on every backend, nothing drawn on the host, nothing uploaded. ``v0`` replaces its
+  leading columns.
+* The block's GEMMs run with CuPy on the device on a real GPU, else with NumPy on the host
+  (the simulator copies the block around each dense step). QR is CholeskyQR2 with a
+  Householder fallback (subspace.py); the b x b problems (Cholesky, the projected ``eigh``)
+  run on the host: at b <= ~200 a GPU would spend them on launch latency.
+* ``info["phases"]`` times start, filter, QR, Rayleigh–Ritz and eigh (seconds). On a real GPU
+  the device is synchronised at each phase's end, so the times are the device's; the next
+  step would wait there anyway (QR and eigh read b x b results on the host).
 """
 
+import contextlib
 import math
+import time
 
 import numba
 import numpy as np
 import scipy.sparse as sp
 from numba import cuda
+from threadpoolctl import threadpool_limits
 
 import kernelrt
 
 from .eigen_report import EigenConvergenceError
 from .placement import cupy_or_none
 from .spmv import LaplacianOperator, _csr_parts, _geometry, _to_host, csr_matmat, csr_row_dot, csr_row_into
+from .subspace import orthonormalize, start_block, subspace_kernels
 
 __all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels"]
 
@@ -70,7 +82,7 @@ def chebyshev_kernels(itype: str = "int32") -> list:
     """(kernel, signature) of every launch here, for ``warm_specs``."""
     i1, f2 = ("uint64[::1]" if itype == "int64" else "uint32[::1]"), "float64[:, ::1]"
     return [(cheb_step, f"float64[::1], {i1}, {i1}, float64, float64, float64, {f2}, {f2}, {f2}"),
-            (csr_matmat, f"float64[::1], {i1}, {i1}, {f2}, {f2}")]
+            (csr_matmat, f"float64[::1], {i1}, {i1}, {f2}, {f2}"), *subspace_kernels()]
 
 
 def _int_arg(name, value, lo, hi=None):
@@ -119,9 +131,27 @@ def _validate(shape, m, k, tol, block, degree, maxiter, v0, progress):
 class _Block:
     """Where the block lives (numpy, simulator device array or CuPy) and where its dense algebra runs."""
 
+    PHASES = ("setup", "start", "filter", "qr", "rayleigh_ritz", "eigh")
+
     def __init__(self, op, cp):
         self.op, self.be, self.cp = op, op.backend, cp
         self.xp, self.products = (np if cp is None else cp), 0
+        self.qr = {"cholesky": 0, "householder": 0}
+        self.phases, self._t = dict.fromkeys(self.PHASES, 0.0), time.perf_counter()
+
+    def mark(self, phase):
+        """Add the time since the last mark to ``phase`` (on a real GPU, once the device is done)."""
+        if self.cp is not None:
+            self.be.synchronize()
+        now = time.perf_counter()
+        self.phases[phase] += now - self._t
+        self._t = now
+
+    def random(self, n, width, col0=0):
+        """Columns ``col0 .. col0 + width`` of the seeded start block (subspace.start_block), dense."""
+        y = self.empty((n, width))
+        start_block(self.be, y, col0)
+        return self.to_dense(y)
 
     def geometry(self, shape):
         # The simulator runs each thread as a Python thread: one block row (the kernels' grid-stride
@@ -174,12 +204,29 @@ class _Block:
         xp = self.xp
         for _ in range(2 if ql.shape[1] else 0):  # twice: one classical Gram–Schmidt pass loses digits
             f = f - ql @ (ql.T @ f)
-        qa, _ = xp.linalg.qr(f)
+        qa, how = orthonormalize(f, xp, self.host)
+        self.qr[how] += 1
+        self.mark("qr")
         q, w = xp.concatenate([ql, qa], axis=1), xp.concatenate([wl, self.product(qa)], axis=1)
-        h = q.T @ w
-        theta, g = xp.linalg.eigh(0.5 * (h + h.T))
+        h = self.host(q.T @ w)
+        self.mark("rayleigh_ritz")
+        theta, g = np.linalg.eigh(0.5 * (h + h.T))  # b x b on the host (module docstring)
+        g = xp.asarray(g)
+        self.mark("eigh")
         y, w = q @ g, w @ g
-        return self.host(theta), y, w, self.host(xp.linalg.norm(w - y * theta[None, :], axis=0))
+        res = self.host(xp.linalg.norm(w - y * xp.asarray(theta)[None, :], axis=0))
+        self.mark("rayleigh_ritz")
+        return theta, y, w, res
+
+
+def _host_blas(be):
+    """One BLAS thread while the block is on the host, as the Cholesky route (eigen.py).
+
+    The GEMMs are tall and thin (memory-bound), and OpenBLAS's spinning threads took the cores
+    from the filter's numba threads: on 2 cores at ico5, k = 50, the filter and CholeskyQR2
+    both ran ~1.5x slower with OpenBLAS's default pool.
+    """
+    return threadpool_limits(limits=1, user_api="blas") if cupy_or_none(be) is None else contextlib.nullcontext()
 
 
 def _degree(fixed, theta, res, target, a, b, pending):
@@ -194,7 +241,8 @@ def _degree(fixed, theta, res, target, a, b, pending):
 
 
 def chebyshev_eigenpairs(
-    L, m, k, *, backend=None, tol=1e-10, block=None, degree=None, maxiter=200, v0=None, progress=None
+    L, m, k, *, backend=None, tol=1e-10, block=None, degree=None, maxiter=200, v0=None, progress=None,
+    keep_on_device=False,
 ):
     """The k smallest eigenpairs of ``L v = λ M v``, M = diag(m), by Chebyshev-filtered subspace iteration.
 
@@ -211,17 +259,22 @@ def chebyshev_eigenpairs(
         v0: optional (N, j) start vectors (j <= block), e.g. a similar mesh's eigenvectors;
             seeded random columns fill the rest of the block.
         progress: optional ``progress(n_converged, k)``, called after each outer iteration.
+        keep_on_device: on a CUDA backend, return evecs as a device array (CuPy's where the
+            solve ran; under the simulator, one upload of the host result) for ``hks``/``wks``.
 
     Returns:
-        (evals (k,) ascending and clipped at 0, evecs (N, k) M-orthonormal, info), host NumPy.
-        info: "iterations", "products" (SpMM columns applied), "lambda_max" (the bound used),
-        "degree" (the largest used), "degrees" (per iteration), "block" (final width), "converged".
+        (evals (k,) ascending and clipped at 0, evecs (N, k) M-orthonormal, info): evals host
+        NumPy, evecs host NumPy unless ``keep_on_device``. info: "iterations", "products"
+        (SpMM columns applied), "lambda_max" (the bound used), "degree" (the largest used),
+        "degrees" (per iteration), "block" (final width), "converged", "qr" (how many QRs ran
+        as "cholesky" and as "householder") and "phases" (seconds: "start", "filter", "qr",
+        "rayleigh_ritz", "eigh", and "setup": checks, scaling and the operator's upload).
 
     Raises:
         EigenConvergenceError: ``maxiter`` iterations did not converge every pair.
         ValueError, TypeError: a bad argument (before any work).
     """
-    be = kernelrt.get_backend(backend)
+    t0, be = time.perf_counter(), kernelrt.get_backend(backend)
     data, indices, indptr, shape = _csr_parts(L)
     n, m, k, tol, b, degree, maxiter, v0 = _validate(shape, m, k, tol, block, degree, maxiter, v0, progress)
     data, indices, indptr = (_to_host(a) for a in (data, indices, indptr))
@@ -233,13 +286,14 @@ def chebyshev_eigenpairs(
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
-    with be.activated():  # CuPy on the backend's device
+    with be.activated(), _host_blas(be):  # CuPy on the backend's device
         blk = _Block(LaplacianOperator(A, backend=be), cupy_or_none(be))
-        xp, rng = blk.xp, np.random.default_rng(0)
-        y0 = rng.standard_normal((n, b))
+        xp, blk.phases["setup"] = blk.xp, blk._t - t0  # checks, scaling, λ_max, the operator's upload
+        y0 = blk.random(n, b)
         if v0 is not None:
-            y0[:, : v0.shape[1]] = v0 / sr[:, None]
-        theta, y, w, res = blk.rayleigh_ritz(xp.asarray(y0), xp.zeros((n, 0)), xp.zeros((n, 0)))
+            y0[:, : v0.shape[1]] = xp.asarray(v0 / sr[:, None])
+        blk.mark("start")
+        theta, y, w, res = blk.rayleigh_ritz(y0, xp.zeros((n, 0)), xp.zeros((n, 0)))
         iterations, degrees = 0, []
         b_cap = min(n, 2 * b - k) if block is None else b  # the default block may double its guards, once
         while True:
@@ -274,15 +328,22 @@ def chebyshev_eigenpairs(
                 # first (4 x the top degree): unfiltered, they would hold the cut near λ_max for iterations.
                 a_new = min(cap * (b + extra) / b, 0.95 * lam_max)
                 d_new = _degree(4 * DEGREE_RANGE[1], np.zeros(1), None, None, a_new, lam_max, ())
-                grow = blk.filter(xp.asarray(rng.standard_normal((n, extra))), d_new, a_new, lam_max)
+                grow = blk.random(n, extra, col0=b)
+                blk.mark("start")
+                grow = blk.filter(grow, d_new, a_new, lam_max)
                 f, b = xp.concatenate([f, grow], axis=1), b + extra
             f = blk.filter(f, d, a, lam_max)
+            blk.mark("filter")
             theta, y, w, res = blk.rayleigh_ritz(f, y[:, :nl], w[:, :nl])
             iterations, degrees = iterations + 1, [*degrees, d]
-        evals, y = theta[:k], blk.host(y[:, :k])
-    evals, evecs = np.maximum(evals, 0.0), sr[:, None] * y
+        evecs = xp.asarray(sr)[:, None] * y[:, :k]  # where the block is: no N x k download for a report
+        if not keep_on_device:
+            evecs = blk.host(evecs)
+        elif be.name == "cuda" and blk.cp is None:  # simulator, or no CuPy: the block was on the host
+            evecs = be.to_device(np.ascontiguousarray(evecs))
     # the residuals in L v = λ M v are eigen_report.report's (eigenpairs reports them): a
-    # host product here would repeat it
+    # product here would repeat it
     info = {"iterations": iterations, "products": blk.products, "lambda_max": lam_max,
-            "degree": max(degrees, default=degree or 0), "degrees": degrees, "block": b, "converged": True}
-    return evals, evecs, info
+            "degree": max(degrees, default=degree or 0), "degrees": degrees, "block": b, "converged": True,
+            "qr": dict(blk.qr), "phases": dict(blk.phases)}
+    return np.maximum(theta[:k], 0.0), evecs, info

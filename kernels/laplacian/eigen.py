@@ -29,12 +29,12 @@ import kernelrt
 
 from ..conventions import terminal_bar
 from .chebyshev import chebyshev_eigenpairs
-from .eigen_report import EigenConvergenceError, report
+from .eigen_report import EigenConvergenceError, device_report, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
 from .inputs import host_square_sparse, mass_vector
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
-from .spmv import _to_host
+from .spmv import LaplacianOperator, _to_host
 
 __all__ = ["eigenpairs", "Eigenpairs", "EigenConvergenceError", "DisconnectedMeshError", "METHODS"]
 
@@ -55,13 +55,15 @@ class Eigenpairs(tuple):
 
     Attributes:
         evals: (k,) eigenvalues, ascending, clipped at 0.
-        evecs: (N, k) M-orthonormal eigenvectors.
+        evecs: (N, k) M-orthonormal eigenvectors (a device array with ``keep_on_device``).
         method: the route that ran ("cholesky", "shift-invert", "dense", "chebyshev").
         factor: the factorisation library ("cholespy", "superlu") or None.
         residuals: (k,) ``‖L v - λ M v‖ / ‖λ M v‖``; for the null pair ``‖L v‖ / (λ₁ ‖M v‖)``.
         m_orthonormality: ``max |Vᵀ M V - I|``.
         products: operator applications (solves or sparse products, in columns), if counted.
         seconds: wall time of the whole call (checks, solve and this report).
+        phases: the Chebyshev route's seconds per phase (chebyshev.py's ``info["phases"]``
+            and "report"), else None.
     """
 
     def __new__(cls, evals, evecs, **info):
@@ -137,6 +139,7 @@ def eigenpairs(
     start=None,
     progress=None,
     pattern: ShiftPattern | None = None,
+    keep_on_device: bool = False,
 ):
     """The k smallest eigenpairs of ``L v = λ diag(m) v``, M-orthonormal, λ ascending, λ >= 0.
 
@@ -162,11 +165,17 @@ def eigenpairs(
         progress: None, True (a bar on a terminal) or ``callable(n_converged, k)``.
         pattern: the ``ShiftPattern`` of a connected topology (``MeshTopology.eigenpairs``
             passes its own, so a cohort skips the pattern work and the component check).
+        keep_on_device: on a CUDA backend, return evecs as a device array (CuPy's when
+            CuPy is installed, as ``assemble(..., keep_on_device=True)``) for ``hks`` /
+            ``wks``: the Chebyshev and dense routes keep the array their solve made, the
+            host routes upload theirs once. Ignored on the CPU backend.
 
     Returns:
-        ``Eigenpairs``: unpacks as ``(evals (k,), evecs (N, k))``, host NumPy arrays, and
-        reports the route, residuals and M-orthonormality. Eigenvector signs, and the
-        basis inside a degenerate eigenspace, are arbitrary.
+        ``Eigenpairs``: unpacks as ``(evals (k,), evecs (N, k))``, host NumPy arrays (evecs
+        on the device with ``keep_on_device``), and reports the route, residuals and
+        M-orthonormality. Eigenvector signs, and the basis inside a degenerate eigenspace,
+        are arbitrary. Where the eigenvectors end on a device, the residuals are computed
+        there (``eigen_report.device_report``).
 
     Raises:
         DisconnectedMeshError: several connected components (several λ = 0).
@@ -181,11 +190,15 @@ def eigenpairs(
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))} (got {method!r})")
     if sigma is not None and not (np.isfinite(sigma) and sigma < 0):
         raise ValueError(f"sigma must be a finite number < 0, so that L - sigma M is positive definite (got {sigma!r})")
-    if start is not None:
-        start = np.asarray(start, dtype=np.float64)
+    if start is not None:  # a previous result's vectors, perhaps on the device
+        start = np.asarray(_to_host(start), dtype=np.float64)
         if start.ndim != 2 or start.shape[0] != n or start.shape[1] > n // 2:
             raise ValueError(f"start must have shape ({n}, j) with j <= {n // 2} (got {start.shape})")
     be = kernelrt.get_backend(backend)
+    on_device = be.name == "cuda"  # where the vectors may end (keep_on_device, the device report)
+    # the Chebyshev route leaves its vectors on a CUDA device when they will be used there, or
+    # when CuPy holds its block there (the report then runs on the device, not after a download)
+    device_solve = keep_on_device or cupy_or_none(be) is not None
     method = _choose(method, be, n, dense_max)
     library = factor_library(factor) if method == "cholesky" else None
     sizes = krylov_sizes(k, n) if method == "cholesky" else None
@@ -193,6 +206,7 @@ def eigenpairs(
         check_connected(L)
     elif not pattern.matches(L):
         raise ValueError("L does not have this topology's sparsity pattern (was it assembled from another mesh?)")
+    phases = None
     with _progress_callback(progress, k, method) as callback:
         if method == "cholesky":
             evals, evecs, products = _cholesky(L, m, k, sigma, tol, maxiter, library, start, callback, pattern, sizes)
@@ -202,19 +216,33 @@ def eigenpairs(
             kw = {"tol": tol} if tol is not None else {}
             if maxiter is not None:
                 kw["maxiter"] = maxiter
-            evals, evecs, info = chebyshev_eigenpairs(L, m, k, backend=be, v0=start, progress=callback, **kw)
-            products = info["products"]
+            evals, evecs, info = chebyshev_eigenpairs(L, m, k, backend=be, v0=start, progress=callback,
+                                                      keep_on_device=on_device and device_solve, **kw)
+            products, phases = info["products"], info["phases"]
         else:
             if (sigma, tol, maxiter) != (None, None, None):
                 logger.warning("eigenpairs: sigma/tol/maxiter are ignored by the dense method")
             with be.activated():  # CuPy on the backend's device
-                evals, evecs = _dense(L, m, k, cupy_or_none(be))
+                evals, evecs = _dense(L, m, k, cupy_or_none(be), keep_on_device)
             products = None
-    order = np.argsort(evals)
-    evals, evecs = np.clip(evals[order], 0.0, None), np.ascontiguousarray(evecs[:, order])
-    residuals, m_orth = report(L, m, evals, evecs)
+    t_report = time.perf_counter()
+    if isinstance(evecs, np.ndarray):
+        order = np.argsort(evals)
+        evals, evecs = np.clip(evals[order], 0.0, None), np.ascontiguousarray(evecs[:, order])
+        residuals, m_orth = report(L, m, evals, evecs)
+    else:  # the Chebyshev and dense routes' device results, ascending already
+        evals = np.clip(evals, 0.0, None)
+        with be.activated():
+            residuals, m_orth = _device_report(L, m, evals, evecs, be)
+    if keep_on_device and on_device:
+        evecs = be.to_device(evecs)  # a device array is returned as is
+    elif not isinstance(evecs, np.ndarray):
+        evecs = be.to_host(evecs)
+    if phases is not None:
+        phases["report"] = time.perf_counter() - t_report
     result = Eigenpairs(evals, evecs, method=method, factor=library, residuals=residuals,
-                        m_orthonormality=m_orth, products=products, seconds=time.perf_counter() - t0)
+                        m_orthonormality=m_orth, products=products, seconds=time.perf_counter() - t0,
+                        phases=phases)
     logger.info("eigenpairs: %s", result.summary())
     return result
 
@@ -324,7 +352,17 @@ def _shift_invert(L, m, k, sigma, which, tol, maxiter):
     return evals, evecs, None
 
 
-def _dense(L, m, k, cp):
+def _device_report(L, m, evals, evecs, be):
+    """``report`` where ``evecs`` are: the product by kernelrt's SpMM (csr_matmat) on the device,
+    the rest with CuPy. Without CuPy (the simulator) the GEMMs have no device library: the
+    product still runs on the device, the rest on the host."""
+    op, cp = LaplacianOperator(L, backend=be), cupy_or_none(be)
+    if cp is not None:
+        return device_report(op.matmat, cp.asarray(m), evals, cp.ascontiguousarray(evecs), cp, cp.asnumpy)
+    return device_report(op.matmat, m, evals, be.to_host(evecs), np, np.asarray)
+
+
+def _dense(L, m, k, cp, keep_on_device=False):
     s = 1.0 / np.sqrt(m)
     A = sp.csr_matrix(L).astype(np.float64).toarray()
     A *= s[:, None]
@@ -335,7 +373,10 @@ def _dense(L, m, k, cp):
         return w[:k], s[:, None] * psi[:, :k]
     A_dev = cp.asarray(A)
     w, psi = cp.linalg.eigh(A_dev)
-    out = cp.asnumpy(w[:k]), s[:, None] * cp.asnumpy(psi[:, :k])
+    if keep_on_device:  # the N x k result stays; eigenpairs reports on the device
+        out = cp.asnumpy(w[:k]), cp.asarray(s)[:, None] * psi[:, :k]
+    else:
+        out = cp.asnumpy(w[:k]), s[:, None] * cp.asnumpy(psi[:, :k])
     del A_dev, w, psi
     cp.get_default_memory_pool().free_all_blocks()
     return out

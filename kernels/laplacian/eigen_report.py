@@ -1,14 +1,17 @@
 """How an eigensolve is judged: residuals, M-orthonormality, and the error when it stops short.
 
 One measure for every route (eigen.py reports it, the benchmark and the solvers' tests
-check it) and the error every iterative route raises at its iteration limit.
+check it) and the error every iterative route raises at its iteration limit. ``report``
+takes host arrays; ``device_report`` is the same measure where the eigenvectors already
+are (a device, through an operator's product), bringing back k + 1 numbers instead of
+moving N x k ones.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["EigenConvergenceError", "report"]
+__all__ = ["EigenConvergenceError", "report", "device_report"]
 
 
 class EigenConvergenceError(RuntimeError):
@@ -31,10 +34,31 @@ def report(L, m, evals, evecs) -> tuple[np.ndarray, float]:
     The null pair (λ ~ 0) is measured against λ₁, the smallest eigenvalue above 1e-10 of
     the largest: relative to its own λ it would be rounding over rounding.
     """
+    return _measure(L @ evecs, m, evals, evecs, np, np.asarray)
+
+
+def device_report(product, m, evals, evecs, xp, host) -> tuple[np.ndarray, float]:
+    """``report``'s measure computed where ``evecs`` live; only k norms and a scalar come back.
+
+    Args:
+        product: ``L @ X`` on that side (e.g. a ``LaplacianOperator``'s ``matmat``).
+        m: (N,) mass, ``xp``'s array.
+        evals: (k,) host eigenvalues.
+        evecs: (N, k), ``xp``'s array.
+        xp: the array module of ``m`` and ``evecs`` (CuPy on a GPU, NumPy on the host).
+        host: turns an ``xp`` array into a NumPy array.
+    """
+    return _measure(product(evecs), m, evals, evecs, xp, host)
+
+
+def _measure(LV, m, evals, evecs, xp, host):
+    # the same expressions in the same order on both sides: on the host, ``report``'s bits
+    evals = np.asarray(evals, dtype=np.float64)
     MV = m[:, None] * evecs
-    R = L @ evecs - MV * evals
+    R = LV - MV * xp.asarray(evals)
     positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
     floor = float(positive.min()) if positive.size else 1.0
-    residuals = np.linalg.norm(R, axis=0) / (np.maximum(np.abs(evals), floor) * np.linalg.norm(MV, axis=0))
+    norms = host(xp.stack([xp.linalg.norm(R, axis=0), xp.linalg.norm(MV, axis=0)]))  # (2, k): one transfer
+    residuals = norms[0] / (np.maximum(np.abs(evals), floor) * norms[1])
     gram = evecs.T @ MV
-    return residuals, float(np.abs(gram - np.eye(len(evals))).max())
+    return residuals, float(host(xp.abs(gram - xp.eye(len(evals))).max()))

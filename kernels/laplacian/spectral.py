@@ -8,7 +8,9 @@ Owns the descriptor layer on top of ``eigenpairs`` (eigen.py):
   kernelrt's ``Eigenpairs``; interop.py). On the host they use the same
   NumPy expressions as SpectralBrain, so they reproduce ``compute_hks`` /
   ``compute_wks`` bit for bit; on a CUDA backend with CuPy the GEMM runs on the device
-  (cuBLAS), agreeing to rounding.
+  (cuBLAS), agreeing to rounding. Eigenvectors already on the device (``eigenpairs(...,
+  keep_on_device=True)``) are read there, with no host round trip; without CuPy, device
+  arrays are copied to the host once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..conventions import refuse_quantity
 from .inputs import host_vector
 from .interop import eigenpairs_of
 from .placement import cupy_or_none
+from .spmv import _to_host
 
 __all__ = [
     "hks",
@@ -100,7 +103,7 @@ def _gemm(phi, weights, normalize: bool, be):
     """``(phi ∘ phi) weightsᵀ`` with optional column normalisation, on the device if possible."""
     cp = cupy_or_none(be)
     if cp is None:
-        phi = np.asarray(phi.get() if hasattr(phi, "get") else phi)
+        phi = np.asarray(_to_host(phi))  # CuPy or numba device arrays: one copy
         out = phi**2 @ weights.T
         if normalize:
             out = out / np.clip(np.linalg.norm(out, axis=0, keepdims=True), 1e-30, None)
@@ -119,7 +122,7 @@ def hks(evals, evecs=None, t=None, *, n_times: int = 100, normalize: bool = Fals
     Args:
         evals: (k,) eigenvalues (or a (k, 1) column), or a decomposition object alone
             (SpectralBrain's ``mesh.decompose()``, kernelrt's ``Eigenpairs``).
-        evecs: (N, k) eigenvectors; None with a decomposition object.
+        evecs: (N, k) eigenvectors, on the host or the device; None with a decomposition object.
         t: (T,) times (or a (T, 1) column); None uses ``hks_times(evals, n_times)``. For
             cohorts pass ``shared_hks_times`` so columns are comparable across subjects.
         n_times: number of default times.
@@ -141,7 +144,7 @@ def wks(evals, evecs=None, e=None, *, n_energies: int = 100, sigma=None, normali
     Args:
         evals: (k,) eigenvalues (or a (k, 1) column), or a decomposition object alone
             (SpectralBrain's ``mesh.decompose()``, kernelrt's ``Eigenpairs``).
-        evecs: (N, k) eigenvectors; None with a decomposition object.
+        evecs: (N, k) eigenvectors, on the host or the device; None with a decomposition object.
         e: (E,) log-energies (or an (E, 1) column); ``e`` and ``sigma`` default to
             ``wks_params(evals, n_energies)``, each independently.
         n_energies: number of default energies.
@@ -162,8 +165,17 @@ def wks(evals, evecs=None, e=None, *, n_energies: int = 100, sigma=None, normali
     diff = e[:, None] - np.log(evals[nz])[None, :]
     gauss = np.exp(-(diff**2) / (2 * sigma**2))
     gauss = gauss / np.clip(gauss.sum(axis=1, keepdims=True), 1e-30, None)
-    phi = evecs[:, nz] if isinstance(evecs, np.ndarray) else evecs[:, np.flatnonzero(nz)]
-    return _gemm(phi, gauss, normalize, kernelrt.get_backend(backend))
+    return _gemm(_columns(evecs, nz), gauss, normalize, kernelrt.get_backend(backend))
+
+
+def _columns(evecs, keep):
+    """``evecs[:, keep]`` for NumPy, CuPy and numba device arrays (which index by slices only)."""
+    if isinstance(evecs, np.ndarray):
+        return evecs[:, keep]  # SpectralBrain's expression: the same bits
+    idx = np.flatnonzero(keep)
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:  # ascending λ: the null modes lead
+        return evecs[:, int(idx[0]) : int(idx[-1]) + 1]
+    return evecs[:, idx] if hasattr(evecs, "get") else _to_host(evecs)[:, idx]
 
 
 def hks_batch(evals, evecs, t, *, normalize: bool = False, backend=None):
