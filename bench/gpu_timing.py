@@ -39,6 +39,7 @@ class Probe:
         else:
             self.kind = "simulated" if backend.is_simulator else "gpu"
         self._sleeper = None
+        self.peaks = None  # gpu_floors.Peaks of the floors, set by gpu_probe.device_peaks
 
     @property
     def gpu(self) -> bool:
