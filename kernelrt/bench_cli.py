@@ -31,6 +31,12 @@ from .discovery import cpu_name, host_memory_info, package_versions, probe
 __all__ = ["add_bench_parser", "run_bench", "summarize", "SUITES"]
 
 SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen", "myogen", "spectralbrain", "distributed")
+# `kernelrt bench gpu`: bench/gpu_probe.py (not a pytest suite, so not part of "all"); these options go to it.
+GPU_OPTIONS = {"--section": ("S1,S2", "sections (default: all)"), "--budget": ("SECONDS", "total seconds (default 330)"),
+               "--variant": ("NAME", "A/B kernel variants of a group, or all"),
+               "--backend": ("KIND", "auto, cuda or cpu"), "--peaks": ("PEAKS", "peak figures: a model or key=value,...")}
+
+
 def _find_repo() -> Path:
     """The checkout whose bench/ to run: $KERNELRT_REPO, the working directory, or ours."""
     candidates = [config.bench_repo_override(), os.getcwd(), Path(__file__).resolve().parents[1]]
@@ -45,18 +51,28 @@ REPO = _find_repo()
 
 def add_bench_parser(sub) -> None:
     p = sub.add_parser("bench", help="run the benchmark suites against their peers")
-    p.add_argument("suites", nargs="*", default=["all"], choices=[*SUITES, "all"], metavar="SUITE",
-                   help=f"one or more of {', '.join(SUITES)} or all (default: all)")
+    p.add_argument("suites", nargs="*", default=["all"], choices=[*SUITES, "gpu", "all"], metavar="SUITE",
+                   help=f"one or more of {', '.join(SUITES)} or all (default: all); or gpu alone: the GPU probe "
+                        "(bench/gpu_probe.py, docs/gpu.md)")
     p.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke run)")
     p.add_argument("--plot", action="store_true", help="also write PNG figures (needs matplotlib: the bench extra)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: bench/results)")
     p.add_argument("--json", action="store_true", help="print the results JSON")
     p.add_argument("--attach", action="append", default=[], metavar="NAME=PATH",
                    help="embed a JSON file, or a JUnit XML summary, in the results (repeatable)")
+    gpu = p.add_argument_group("gpu probe options (kernelrt bench gpu; see python bench/gpu_probe.py --help)")
+    for option, (metavar, text) in GPU_OPTIONS.items():
+        gpu.add_argument(option, metavar=metavar, default=None, help=text)
+    gpu.add_argument("--ncu", action="store_true", help="launch each target kernel twice for ncu, print nothing")
     p.set_defaults(func=_cmd_bench)
 
 
 def _cmd_bench(args) -> int:
+    if "gpu" in args.suites:
+        return _cmd_gpu(args)
+    given = [o for o in GPU_OPTIONS if getattr(args, o[2:]) is not None] + (["--ncu"] if args.ncu else [])
+    if given:
+        raise SystemExit(f"kernelrt bench: error: {', '.join(given)}: only for 'kernelrt bench gpu'")
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     attachments = dict(_attachment(a) for a in args.attach)  # read first: bad paths fail fast
     result, path = run_bench(suites, quick=args.quick, out_dir=args.out, attachments=attachments)
@@ -69,6 +85,25 @@ def _cmd_bench(args) -> int:
                   f"peer {r['peer_median_s'] * 1e3:10.3f} ms  peer/kernelrt {r['ratio']:8.2f}")
         print(f"wrote {path}" + "".join(f"\nwrote {p}" for p in pngs))
     return 0 if result["pytest_exit_code"] == 0 else 1
+
+
+def _cmd_gpu(args) -> int:
+    """``kernelrt bench gpu``: bench/gpu_probe.py in a child process, with the probe's options."""
+    if args.suites != ["gpu"]:
+        raise SystemExit(f"kernelrt bench: error: gpu runs alone (got {' '.join(args.suites)})")
+    if args.plot or args.json or args.attach:
+        raise SystemExit("kernelrt bench gpu: error: --plot, --json and --attach belong to the pytest suites "
+                         "(the probe always writes its JSON and, with matplotlib, its plot)")
+    script = _bench_dir() / "gpu_probe.py"
+    if not script.is_file():
+        raise SystemExit(f"kernelrt bench gpu: the probe is not in this checkout (no {script})")
+    cmd = [sys.executable, str(script)]
+    for option in GPU_OPTIONS:
+        value = getattr(args, option[2:])
+        if value is not None:
+            cmd += [option, value]
+    cmd += ["--quick"] * args.quick + ["--ncu"] * args.ncu + (["--out", str(args.out)] if args.out else [])
+    return subprocess.run(cmd, cwd=REPO).returncode
 
 
 def _attachment(spec: str) -> tuple[str, object]:
