@@ -239,7 +239,7 @@ def gpu_kernel_metrics(backend, case: dict, repeats: int = 5) -> dict:
     nf, nt = unit.vt.shape
     ze = case["electrodes"][:, 2].copy()
     ne = ze.shape[0]
-    batch = sfap_run.upload_batch(backend, unit, plan, 0)
+    batch = sfap_run.upload_batch(backend, unit, 0, nf, plan)
     h = backend.allocate((nf, unit.nz_max, ne), np.float64)
     raw = backend.zeros((nt, ne, nf), np.float64)
     sfap_run.launch_response(backend, batch, backend.to_device(ze), h)

@@ -81,7 +81,7 @@ def plan_rows(unit: UnitPlan, f0: int, f1: int, out: FibreTables, o0: int, work:
         return res
 
     # Guess the count from ρ_j ≈ (j − j0)·Δ, then test the rows at and just below the guess.
-    guess = np.divide(x, out.fpar[o, F_DELTA, None], out=work("g", shape))
+    guess = np.divide(x, out.fpar[o, F_DELTA, None], out=work("rho", shape))  # rho is free until the test
     np.ceil(guess, out=guess)
     guess += unit.n_left[f0:f1, None] - 1
     np.clip(guess, 0, n, out=guess)

@@ -116,14 +116,18 @@ def _tables_for(unit: UnitPlan, planned, f0: int, f1: int) -> FibreTables:
     return plan_tables(unit, f0, f1)
 
 
-def upload_batch(backend, unit: UnitPlan, tables: FibreTables, f0: int) -> dict:
-    """Fibres f0 .. f0 + len(tables) - 1 as backend arrays: ``tables`` and the unit's rows."""
-    f1 = f0 + tables.ipar.shape[0]
+def upload_batch(backend, plan, f0: int, f1: int, tables: FibreTables | None = None) -> dict:
+    """The per-fibre tables of fibres f0 .. f1 - 1 as backend arrays.
+
+    ``plan``: a ``FibrePlan`` (its rows f0 .. f1 - 1 are copied), or a ``UnitPlan`` with
+    ``tables`` holding exactly those fibres (``plan_tables(unit, f0, f1)``).
+    """
+    tables = tables or FibreTables(z=plan.z[f0:f1], ipar=plan.ipar[f0:f1], fpar=plan.fpar[f0:f1], rows=plan.rows[f0:f1])
     return {
         "z": backend.to_device(tables.z),
         "nz": backend.to_device(np.ascontiguousarray(tables.ipar[:, I_NZ])),
-        "kr2": backend.to_device(unit.kr2[f0:f1]),
-        "vt": backend.to_device(unit.vt[f0:f1]),
+        "kr2": backend.to_device(plan.kr2[f0:f1]),
+        "vt": backend.to_device(plan.vt[f0:f1]),
         "ipar": backend.to_device(tables.ipar),
         "fpar": backend.to_device(tables.fpar),
         "rows": backend.to_device(tables.rows),
@@ -185,7 +189,7 @@ def run_plan(backend, unit: UnitPlan, ze: np.ndarray, *, keep_raw: bool = True, 
                                       backend.to_device(unit.delay_int))
     tables = _tables_for(unit, planned, *batches[0])
     for i, (f0, f1) in enumerate(batches):
-        batch = upload_batch(backend, unit, tables, f0)
+        batch = upload_batch(backend, unit, f0, f1, tables)
         hb = h if batch["count"] == nb else h[: batch["count"]]
         launch_response(backend, batch, ze_d, hb)
         launch_columns(backend, batch, hb, raw)

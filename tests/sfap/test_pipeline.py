@@ -111,3 +111,13 @@ class _FakeClient:
         raise AssertionError("no task may be submitted")
 
     run_on_scheduler = register_plugin = map
+
+
+def test_upload_batch_takes_a_whole_plan_or_a_range_of_tables(cpu):
+    inputs = check_inputs(**UNITS[2], min_radial_dist=None)
+    unit = sfap_prep.plan_unit(**inputs)
+    old_style = sfap_run.upload_batch(cpu, sfap_prep.plan_fibres(**inputs), 1, 4)
+    new_style = sfap_run.upload_batch(cpu, unit, 1, 4, sfap_prep.plan_tables(unit, 1, 4))
+    assert old_style.keys() == new_style.keys()
+    for key, value in old_style.items():
+        assert np.array_equal(value, new_style[key]), key  # exact: the same rows of the same tables
