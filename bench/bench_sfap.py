@@ -13,6 +13,12 @@ and the peer name says which. Peak RSS is measured for dz = 0.01 in fresh proces
 On a GPU the kernelrt entries also carry the column kernel's time alone, its FP64 rate
 (2·Nt·Nz·Ne·Nf flops) and exp rate beside the device's peak.
 
+Host planning alone (``plan_fibres``, groups ``plan-*``): the vectorised planning against
+the per-fibre loop it replaced (tests/sfap/prep_oracle.py, the tests' oracle) on the same
+inputs, for 200 fibres x 25 electrodes at dz 0.1, 50 fibres at dz 0.01 and a synthetic
+MyoGen-default-like muscle (10 units, 4,357 fibres, 30 mm, v = 2000 mm/s, 4 electrodes,
+dz 0.01; ``myogen_default_like``). Process CPU time, the better measure on a shared host.
+
 Run: ``kernelrt bench sfap`` (or ``python -m pytest bench/bench_sfap.py --benchmark-enable``);
 ``python bench/bench_sfap.py`` prints ``run()``'s dict as JSON. Never asserts on time.
 """
@@ -51,6 +57,48 @@ def make_case(nf: int, ne: int, dz: float, seed: int = 0, length: float = 120.0)
     from kernelrt.kernels.sfap.reference import synthetic_motor_unit
 
     return synthetic_motor_unit(nf, ne, dz, seed, length)
+
+
+def myogen_default_like(seed: int = 0) -> list[dict]:
+    """Ten units shaped like MyoGen's default muscle as bench_myogen.py simulates it (every
+    10th of 100 units: 13 to 1,658 fibres, 4,357 in all), drawn without MyoGen: 30 mm
+    fibres at v = 2000 mm/s (MyoGen clips its CV law there), 4 electrodes, dz 0.01."""
+    units = []
+    for i, n in enumerate((13, 60, 130, 210, 300, 390, 480, 560, 556, 1658)):
+        unit = make_case(n, 4, 0.01, seed + i, 30.0)
+        unit["fibre_cv"] = np.full(n, 2000.0)
+        units.append(unit)
+    return units
+
+
+PLAN_CASES = {"plan-200x25-dz0.1": lambda: [make_case(200, 25, 0.1)],
+              "plan-50x25-dz0.01": lambda: [make_case(50, 25, 0.01)],
+              "plan-4357x4-dz0.01-myogen-default-like": myogen_default_like}
+
+
+def _planners():
+    """(vectorised plan_fibres, the per-fibre loop it replaced) and the checked inputs' maker."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from kernelrt.kernels.sfap.inputs import check_inputs
+    from kernelrt.kernels.sfap.prep import plan_fibres
+
+    from tests.sfap.prep_oracle import plan_fibres as per_fibre_loop
+
+    return plan_fibres, per_fibre_loop, lambda unit: check_inputs(**unit, min_radial_dist=None)
+
+
+def plan_rows(rounds: int = 5) -> list[dict]:
+    """``plan_fibres`` alone per PLAN_CASES entry: vectorised and per-fibre loop, CPU seconds."""
+    vectorised, loop, checked = _planners()
+    rows = []
+    for name, build in PLAN_CASES.items():
+        units = [checked(u) for u in build()]
+        ours = min(_time(lambda: [vectorised(**u) for u in units], rounds)[1])
+        theirs = min(_time(lambda: [loop(**u) for u in units], rounds)[1])
+        rows.append({"case": name, "fibres": sum(u["fibre_cv"].shape[0] for u in units), "kernelrt_cpu_s": ours,
+                     "per_fibre_loop_cpu_s": theirs, "cpu_ratio": theirs / ours})
+    return rows
 
 
 # -- peers ------------------------------------------------------------------------------
@@ -184,14 +232,15 @@ def gpu_kernel_metrics(backend, case: dict, repeats: int = 5) -> dict:
     """Column-kernel time alone on a CUDA backend, with its FP64 and exp rates."""
     from kernelrt.kernels.sfap import run as sfap_run
     from kernelrt.kernels.sfap.inputs import check_inputs
-    from kernelrt.kernels.sfap.prep import I_AHI, I_ALO, I_NZ, I_SIGMA, plan_fibres
+    from kernelrt.kernels.sfap.prep import I_AHI, I_ALO, I_NZ, I_SIGMA, plan_tables, plan_unit
 
-    plan = plan_fibres(**check_inputs(**case, min_radial_dist=None))
-    nf, nt = plan.vt.shape
+    unit = plan_unit(**check_inputs(**case, min_radial_dist=None))
+    plan = plan_tables(unit)
+    nf, nt = unit.vt.shape
     ze = case["electrodes"][:, 2].copy()
     ne = ze.shape[0]
-    batch = sfap_run.upload_batch(backend, plan, 0, nf)
-    h = backend.allocate((nf, plan.nz_max, ne), np.float64)
+    batch = sfap_run.upload_batch(backend, unit, 0, nf, plan)
+    h = backend.allocate((nf, unit.nz_max, ne), np.float64)
     raw = backend.zeros((nt, ne, nf), np.float64)
     sfap_run.launch_response(backend, batch, backend.to_device(ze), h)
     sfap_run.launch_columns(backend, batch, h, raw)  # compile or load, and warm up
@@ -209,7 +258,7 @@ def gpu_kernel_metrics(backend, case: dict, repeats: int = 5) -> dict:
     for f in range(nf):
         rho = plan.z[f, plan.ipar[f, I_ALO] : plan.ipar[f, I_AHI] + 2] - plan.fpar[f, 0]
         sr = np.sort(rho * plan.ipar[f, I_SIGMA])
-        exps += int(np.searchsorted(sr, plan.vt[f], side="left").sum())
+        exps += int(np.searchsorted(sr, unit.vt[f], side="left").sum())
     name = backend.device_name
     peak = next((p for key, p in FP64_PEAK if key in name), None)
     return {"kernel_s": seconds, "fp64_flops": flops / seconds, "fp64_peak_flops": peak,
@@ -256,7 +305,8 @@ def run(quick: bool = QUICK, backend=None, peer: str = "auto", rss: bool = True)
             rows.append(row)
     finally:
         the_peer.close()
-    result = {"peer": the_peer.name, "backend": backend.name, "device": backend.device_name, "cases": rows}
+    result = {"peer": the_peer.name, "backend": backend.name, "device": backend.device_name, "cases": rows,
+              "plan_fibres": plan_rows(3 if quick else 5)}
     if rss and not quick:
         result["peak_rss_bytes"] = {"kernelrt 50x25 dz=0.01": peak_rss_bytes(50, 25, 0.01, backend.name)}
     return result
@@ -315,6 +365,21 @@ def test_sfap_kernelrt(benchmark, backend, shape):
     info["cpu_s"] = min(_time(lambda: compute_sfaps(**case, backend=backend), 2)[1])
     tag(benchmark, case_name(nf, ne, dz), "kernelrt", **info)
     benchmark.pedantic(lambda: compute_sfaps(**case, backend=backend), rounds=3 if QUICK else 5, iterations=1)
+
+
+@pytest.mark.parametrize("name", list(PLAN_CASES))
+@pytest.mark.parametrize("role", ["kernelrt", "peer"])
+def test_plan_fibres(benchmark, name, role):
+    """Host planning alone: vectorised (kernelrt) against the per-fibre loop it replaced (peer)."""
+    from benchlib import tag
+
+    vectorised, loop, checked = _planners()
+    units = [checked(u) for u in PLAN_CASES[name]()]
+    fn = vectorised if role == "kernelrt" else loop
+    peer = None if role == "kernelrt" else "per-fibre loop (plan_fibres before issue 24; tests/sfap/prep_oracle.py)"
+    tag(benchmark, name, role, peer=peer, fibres=sum(u["fibre_cv"].shape[0] for u in units),
+        cpu_s=min(_time(lambda: [fn(**u) for u in units], 3)[1]))
+    benchmark.pedantic(lambda: [fn(**u) for u in units], rounds=5, iterations=1)
 
 
 @pytest.mark.parametrize("shape", _cases())

@@ -6,12 +6,14 @@
 
 - ``compute``: ``compute_sfaps`` and ``SfapResult``, one motor unit.
 - ``inputs``: validation of every argument, before any work.
-- ``prep``: host preparation, bit-exact in float64 (masks, mirror map, tables).
+- ``prep``: host preparation, bit-exact in float64 and vectorised across fibres
+  (grids, masks, mirror map); ``tables`` its data, ``bounds`` its exact interval searches.
 - ``kernels``: the electrode responses h and the fused current-density contraction.
 - ``cpu_math``: the vectorisable e^{-x} of the CPU twin.
 - ``delay``: the NMJ delay and the MUAP sum.
-- ``run``: the launch sequence (batches sized to free memory, kernels, delay).
-- ``many``: ``compute_many``, many motor units here or on a Dask cluster.
+- ``run``: the launch sequence (batches sized to free memory, kernels, delay; on a
+  device the next batch is planned while the current one runs).
+- ``many``: ``compute_many``, many motor units here (pipelined on a device) or on a Dask cluster.
 - ``reference``: a plain NumPy reference written from the model, for tests and the demo.
 
 Work is split into batches of fibres so that the per-fibre buffers (the electrode

@@ -1,7 +1,9 @@
 """``compute_sfaps``: the SFAPs and MUAP of one motor unit (the family's main entry point).
 
 Checks every input (inputs.py), plans the fibres on the host (prep.py), runs the launch
-sequence on the chosen backend (run.py) and returns an ``SfapResult``.
+sequence on the chosen backend (run.py) and returns an ``SfapResult``. The three steps
+are also separate (``plan_call``, ``start_call``, ``finish_call``) so that ``compute_many``
+can plan one unit on the host while the device runs the one before (many.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import kernelrt
 
 from ..conventions import progress_callback
 from .inputs import check_inputs
-from .prep import plan_fibres
+from .prep import UnitPlan, plan_unit
 from .run import run_plan
 
-__all__ = ["SfapResult", "compute_sfaps"]
+__all__ = ["SfapResult", "Started", "compute_sfaps", "finish_call", "plan_call", "start_call"]
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,44 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
         dt=dt, dz=dz, min_radial_dist=min_radial_dist,
     )
     backend = kernelrt.get_backend(backend)
-    plan = plan_fibres(**inputs)
-    with progress_callback(progress, plan.vt.shape[0], "kernelrt SFAPs", "fibre") as update:
-        raw, sfaps, muap = run_plan(backend, plan, inputs["electrodes"][:, 2].copy(), keep_raw=keep_raw,
-                                    progress=update)
+    unit, ze = _plan(inputs)
+    with progress_callback(progress, unit.vt.shape[0], "kernelrt SFAPs", "fibre") as update:
+        started = start_call(backend, unit, ze, keep_raw=keep_raw, progress=update)
+    return finish_call(backend, started, keep_on_device=keep_on_device)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A call whose work is queued on its backend (device arrays valid in stream order)."""
+
+    t: np.ndarray
+    sfaps_raw: object
+    sfaps: object
+    muap: object
+
+
+def plan_call(**kwargs) -> tuple[UnitPlan, np.ndarray]:
+    """Check ``compute_sfaps``' unit arguments and plan the unit: (``UnitPlan``, electrode z)."""
+    return _plan(check_inputs(**kwargs))
+
+
+def _plan(inputs) -> tuple[UnitPlan, np.ndarray]:
+    return plan_unit(**inputs), inputs["electrodes"][:, 2].copy()
+
+
+def start_call(backend, unit: UnitPlan, ze: np.ndarray, *, keep_raw: bool = True, progress=None,
+               planned=None) -> Started:
+    """Queue a planned unit's work on ``backend`` (run.run_plan); returns without waiting on a device."""
+    raw, sfaps, muap = run_plan(backend, unit, ze, keep_raw=keep_raw, progress=progress, planned=planned)
+    return Started(t=unit.t, sfaps_raw=raw, sfaps=sfaps, muap=muap)
+
+
+def finish_call(backend, started: Started, *, keep_on_device: bool = False, muap_only: bool = False) -> SfapResult:
+    """The ``SfapResult`` of a started call: copied to the host (waiting for it) unless
+    ``keep_on_device``; ``muap_only`` copies and keeps the MUAP alone."""
+    raw, sfaps, muap = (None, None, started.muap) if muap_only else (started.sfaps_raw, started.sfaps, started.muap)
     if backend.name != "cpu" and not keep_on_device:
         raw = None if raw is None else backend.to_host(raw)
-        sfaps, muap = backend.to_host(sfaps), backend.to_host(muap)
-    return SfapResult(t=plan.t, sfaps_raw=raw, sfaps=sfaps, muap=muap, backend=backend.name)
+        sfaps = None if sfaps is None else backend.to_host(sfaps)
+        muap = backend.to_host(muap)
+    return SfapResult(t=started.t, sfaps_raw=raw, sfaps=sfaps, muap=muap, backend=backend.name)

@@ -6,47 +6,53 @@ shipped to the kernels as numbers: the z rows, Δ, σ, the mask intervals, the m
 base, ``v * t`` and ``κ r²``. The kernels then only subtract, so contraction on the GPU
 cannot change which rows a mask keeps (docs/sfap.md, "Exactness: what must be done how").
 
-Conventions of the per-fibre tables (``FibrePlan``):
+The work is vectorised across fibres and equals, field for field and bit for bit, the
+per-fibre evaluation of docs/sfap.md (tests/sfap/prep_oracle.py keeps that loop as the
+tests' oracle):
 
-* an interval is inclusive ``(lo, hi)``; an empty one has ``hi < lo``;
-* ``IPAR`` columns: ``nz``, the long-side mask A, the mirrored short side S
-  (B ∩ valid mirror rows), the mirror base ``mb`` (row j reads Λ at ``mb - j``), the
-  end-plate rows E that are zeroed, and σ;
-* ``rows[f, k]`` bounds the rows whose current I[j, k] can be non-zero. It is derived
-  from the exact sign test ``x > 0 ⇔ σρ < v t`` and may only be a superset.
+* each fibre's rows are numpy.arange's fill (ζ, ζ + step, then ζ + i·δ: one rounded
+  product and one rounded sum, never fused), written for a block of fibres at once;
+* Δ is NumPy's pairwise mean of the row differences, reduced per group of fibres with
+  the same row count (so each row's summation tree is the one ``np.mean`` uses alone);
+* the mask intervals and the per-sample row bounds are found by exact searches that
+  evaluate each mask's own expression at the rows that decide its bounds (bounds.py).
+
+``plan_unit`` is the cheap whole-call part (time grid, row counts, v·t, κr², delays);
+``plan_tables`` the per-fibre tables (tables.py) of any range of fibres, so that a caller
+can plan batch b+1 while a device works on batch b (run.py); ``plan_fibres`` is both.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
+from .bounds import Work, leading, plan_rows
+from .tables import (
+    F_DELTA,
+    F_SCALE,
+    F_ZETA,
+    I_AHI,
+    I_ALO,
+    I_EHI,
+    I_ELO,
+    I_MB,
+    I_NZ,
+    I_SHI,
+    I_SIGMA,
+    I_SLO,
+    N_FPAR,
+    N_IPAR,
+    FibrePlan,
+    FibreTables,
+    UnitPlan,
+)
+
 __all__ = [
-    "D1",
-    "F_DELTA",
-    "F_SCALE",
-    "F_ZETA",
-    "I_AHI",
-    "I_ALO",
-    "I_EHI",
-    "I_ELO",
-    "I_MB",
-    "I_NZ",
-    "I_SHI",
-    "I_SIGMA",
-    "I_SLO",
-    "KAPPA",
-    "N_FPAR",
-    "N_IPAR",
-    "RESPONSE_C",
-    "SIGMA_I",
-    "SIGMA_R",
-    "SIGMA_Z",
-    "FibrePlan",
-    "fibre_grid",
-    "plan_fibres",
+    "D1", "F_DELTA", "F_SCALE", "F_ZETA", "I_AHI", "I_ALO", "I_EHI", "I_ELO", "I_MB", "I_NZ", "I_SHI",
+    "I_SIGMA", "I_SLO", "KAPPA", "N_FPAR", "N_IPAR", "RESPONSE_C", "SIGMA_I", "SIGMA_R", "SIGMA_Z",
+    "FibrePlan", "FibreTables", "UnitPlan", "fibre_grid", "plan_fibres", "plan_tables", "plan_unit",
     "time_grid",
 ]
 
@@ -59,44 +65,11 @@ KAPPA = SIGMA_Z / SIGMA_R
 RESPONSE_C = ((1 / 4) / math.pi) / SIGMA_R
 END_PLATE_HALF_WIDTH = 0.5
 
-# Column indices of the integer and float per-fibre tables the kernels read.
-I_NZ, I_ALO, I_AHI, I_SLO, I_SHI, I_MB, I_ELO, I_EHI, I_SIGMA = range(9)
-N_IPAR = 9
-F_ZETA, F_DELTA, F_SCALE = range(3)
-N_FPAR = 3
-
-_EMPTY = (0, -1)
-
-
-@dataclass(frozen=True)
-class FibrePlan:
-    """Everything the kernels need, for all fibres of one motor unit.
-
-    Attributes:
-        t: (Nt,) time grid, s.
-        z: (Nf, nz_max + 1) z rows including the extended row Nz; padding is 0.
-        ipar: (Nf, N_IPAR) int64 per-fibre integers (see the module docstring).
-        fpar: (Nf, N_FPAR) float64 per-fibre ζ, Δ and the scale c_f.
-        vt: (Nf, Nt) v_f * t_k.
-        kr2: (Nf, Ne) κ r² with r clamped to the minimum radial distance.
-        rows: (Nf, Nt, 2) int64 inclusive row range where I[:, k] may be non-zero.
-        delay_int: (Nf,) int64 integer part n of the NMJ delay in samples.
-        delay_frac: (Nf,) float64 fractional part φ in [0, 1).
-    """
-
-    t: np.ndarray
-    z: np.ndarray
-    ipar: np.ndarray
-    fpar: np.ndarray
-    vt: np.ndarray
-    kr2: np.ndarray
-    rows: np.ndarray
-    delay_int: np.ndarray
-    delay_frac: np.ndarray
-
-    @property
-    def nz_max(self) -> int:
-        return int(self.ipar[:, I_NZ].max())
+# The rows of a block of fibres are built this many doubles at a time: a few arrays of
+# this size stay in a core's L2 cache (the element-wise passes are memory-bound otherwise).
+GRID_BLOCK = 1 << 16
+# Row-bound searches run over this many (fibre, sample) pairs at a time.
+SEARCH_BLOCK = 1 << 16
 
 
 def time_grid(nmj_z, left, right, cv, dt: float) -> np.ndarray:
@@ -106,133 +79,169 @@ def time_grid(nmj_z, left, right, cv, dt: float) -> np.ndarray:
     return np.arange(nt, dtype=np.float64) * dt
 
 
-def _arange_values(start: float, step: float, n: int) -> np.ndarray:
-    """numpy.arange(start, ., step) values with length n: start, start+step, start + i·δ."""
-    out = np.empty(n)
-    if n > 0:
-        out[0] = start
-    if n > 1:
-        second = start + step
-        out[1] = second
-        # numpy's fill: δ is recomputed from the first two values, then one product
-        # and one sum per element, each rounded (NumPy element-wise ops never fuse).
-        delta = second - start
-        out[2:] = start + np.arange(2, n, dtype=np.float64) * delta
-    return out
+def _row_counts(zeta, a, b, dz: float) -> tuple[np.ndarray, np.ndarray]:
+    """(n_left, Nz): the lengths of arange(ζ, a − dz, −dz) and of the whole grid."""
+    n_left = np.maximum(0.0, np.ceil(((a - dz) - zeta) / (-dz))).astype(np.int64)
+    n_right = np.maximum(0.0, np.ceil(((b + dz) - zeta) / dz)).astype(np.int64)
+    return n_left, n_left + np.maximum(n_right - 1, 0)  # the grid is left[::-1] + right[1:]
+
+
+def _grid_rows(zeta, n_left, nz, dz: float, out: np.ndarray, scratch=None) -> None:
+    """Write each fibre's rows into ``out[:, :Nz]`` (numpy.arange's fill on either side of ζ).
+
+    ``scratch``: two float64 arrays at least ``out``'s shape, reused across blocks so that
+    the temporaries need no fresh pages each time.
+    """
+    m, w = out.shape
+    d, step = (np.empty((m, w)), np.empty((m, w))) if scratch is None else (a[:m, :w] for a in scratch)
+    j0 = n_left - 1  # the NMJ's row: ζ itself
+    first_l, first_r = zeta + (-dz), zeta + dz  # arange's second value on each side
+    np.subtract(np.arange(w, dtype=np.float64)[None, :], j0[:, None], out=d)  # exact small integers
+    step[...] = (first_r - zeta)[:, None]  # arange's δ on the right ...
+    np.copyto(step, (first_l - zeta)[:, None], where=d < 0)  # ... and on the left
+    np.abs(d, out=d)  # i, the index within its arange
+    np.multiply(d, step, out=out)
+    out += zeta[:, None]  # ζ + i·δ: the product and the sum each rounded (no FMA in NumPy)
+    f = np.arange(m)
+    for col, value, ok in ((j0, zeta, j0 >= 0), (j0 - 1, first_l, j0 >= 1), (j0 + 1, first_r, j0 + 1 < nz)):
+        out[f[ok], col[ok]] = value[ok]  # i = 0 and 1 are stored as arange stores them
 
 
 def fibre_grid(zeta: float, a: float, b: float, dz: float) -> np.ndarray:
     """Fibre grid: the fibre's z rows, bit-identical to MyoGen's pair of numpy.arange calls."""
-    n_left = max(0, math.ceil(((a - dz) - zeta) / (-dz)))
-    n_right = max(0, math.ceil(((b + dz) - zeta) / dz))
-    left = _arange_values(zeta, -dz, n_left)
-    right = _arange_values(zeta, dz, n_right)
-    return np.concatenate((left[::-1], right[1:]))
+    n_left, nz = _row_counts(np.array([zeta]), np.array([a]), np.array([b]), dz)
+    out = np.zeros((1, int(nz[0])))
+    _grid_rows(np.array([zeta]), n_left, nz, dz, out)
+    return out[0]
 
 
-def _interval(mask: np.ndarray, what: str) -> tuple[int, int]:
-    idx = np.flatnonzero(mask)
-    if idx.size == 0:
-        return _EMPTY
-    lo, hi = int(idx[0]), int(idx[-1])
-    if hi - lo + 1 != idx.size:
-        # The z rows are monotone, so every mask (docs/sfap.md, "Masks") is one run of rows.
-        raise RuntimeError(f"internal error: the {what} mask is not one interval of rows")
-    return lo, hi
-
-
-def _intersect(p: tuple[int, int], q: tuple[int, int]) -> tuple[int, int]:
-    lo, hi = max(p[0], q[0]), min(p[1], q[1])
-    return (lo, hi) if lo <= hi else _EMPTY
-
-
-def _mirror(nz: int, s: int) -> tuple[tuple[int, int], int]:
-    """Mirror map: rows j whose mirror source m(j) = mb - j is valid, and mb."""
-    if s >= nz or s <= -2 * nz:
-        return _EMPTY, 0
-    if s >= 0:
-        return (s, nz - 1), nz - 1 + s
-    if s >= -nz:  # shift_padding zeroes the slice [nz + s:]
-        return ((0, nz + s - 1) if nz + s > 0 else _EMPTY), nz - 1 + s
-    # -2nz < s < -nz: the slice start nz + s is negative and wraps to 2nz + s.
-    return (0, 2 * nz + s - 1), 2 * nz - 1 + s
-
-
-def _fibre_rows(rho, vt, sigma, a_iv, s_iv, mb) -> np.ndarray:
-    """Row ranges (Nt, 2) where I[:, k] may be non-zero, from x > 0 ⇔ σρ < v t."""
-    nt = vt.shape[0]
-    out = np.empty((nt, 2), np.int64)
-    if sigma > 0:  # ψ_j ≠ 0 only for j < p_k
-        p = np.searchsorted(rho, vt, side="left")
-        lam_lo = np.full(nt, a_iv[0])
-        lam_hi = np.minimum(a_iv[1], p - 1)
-    else:  # ψ_j ≠ 0 only for j >= q_k
-        q = np.searchsorted(rho, -vt, side="right")
-        lam_lo = np.maximum(a_iv[0], q - 1)
-        lam_hi = np.full(nt, a_iv[1])
-    lam_ok = lam_lo <= lam_hi
-    s_lo = np.maximum(s_iv[0], mb - lam_hi)
-    s_hi = np.minimum(s_iv[1], mb - lam_lo)
-    s_ok = lam_ok & (s_lo <= s_hi)
-    big = np.iinfo(np.int64).max
-    lo = np.minimum(np.where(lam_ok, lam_lo, big), np.where(s_ok, s_lo, big))
-    hi = np.maximum(np.where(lam_ok, lam_hi, -1), np.where(s_ok, s_hi, -1))
-    none = ~(lam_ok | s_ok)
-    out[:, 0] = np.where(none, 0, lo)
-    out[:, 1] = np.where(none, -1, hi)
-    return out
-
-
-def plan_fibres(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_paths, branch_cv,
-                electrodes, dt, dz, min_radial_dist) -> FibrePlan:
-    """Prepare every per-fibre table; inputs must already be validated float64 arrays."""
-    nf = fibre_cv.shape[0]
+def plan_unit(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerve_paths, branch_cv,
+              electrodes, dt, dz, min_radial_dist) -> UnitPlan:
+    """The whole-call part of the plan; inputs must already be validated float64 arrays."""
     left, right = fibre_ends[:, 0], fibre_ends[:, 1]
     t = time_grid(nmj_z, left, right, fibre_cv, dt)
-    nt = t.shape[0]
-    grids = [fibre_grid(float(nmj_z[f]), float(left[f]), float(right[f]), dz) for f in range(nf)]
-    nz_max = max(g.shape[0] for g in grids)
-    z = np.zeros((nf, nz_max + 1))
-    ipar = np.zeros((nf, N_IPAR), np.int64)
-    fpar = np.zeros((nf, N_FPAR))
-    vt = fibre_cv[:, None] * t[None, :]
-    rows = np.empty((nf, nt, 2), np.int64)
-    for f, zf in enumerate(grids):
-        zeta, a, b, v = float(nmj_z[f]), float(left[f]), float(right[f]), float(fibre_cv[f])
-        nz = zf.shape[0]
-        delta = float(np.mean(np.diff(zf))) if nz > 1 else dz  # Δ: the pairwise-summed mean step
-        z[f, :nz] = zf
-        z[f, nz] = zf[-1] + delta  # the extended row z_Nz
-        L1, L2 = b - zeta, zeta - a
-        sigma = 1 if L1 >= L2 else -1
-        rho = zf - zeta
-        r_mask = ((rho - L1 / 2) <= L1 / 2) & ((rho - L1 / 2) >= -L1 / 2)
-        w_mask = ((rho + L2 / 2) <= L2 / 2) & ((rho + L2 / 2) >= -L2 / 2)
-        if sigma > 0:
-            a_iv = _interval(r_mask & ((rho / v) > 0), "long-side")
-            b_iv = _interval(w_mask, "short-side")
-        else:
-            a_iv = _interval(w_mask & (((-zf + zeta) / v) > 0), "long-side")
-            b_iv = _interval(r_mask, "short-side")
-        kept = (zf <= zeta - END_PLATE_HALF_WIDTH) | (zf >= zeta + END_PLATE_HALF_WIDTH)
-        e_iv = _interval(~kept, "end-plate")
-        s = round(float((((L1 + L2) - z[f, nz]) + L2 - L1) / delta))  # half to even, as MyoGen's round
-        valid, mb = _mirror(nz, s)
-        s_iv = _intersect(b_iv, valid)
-        ipar[f] = (nz, *a_iv, *s_iv, mb, *e_iv, sigma)
-        fpar[f] = (zeta, delta, SIGMA_I * (math.pi * (float(fibre_diameter[f]) / 2) ** 2))
-        rho_ext = z[f, : nz + 1] - zeta
-        rows[f] = _fibre_rows(rho_ext, vt[f], sigma, a_iv, s_iv, mb)
-
+    n_left, nz = _row_counts(nmj_z, left, right, dz)
     dx = electrodes[None, :, 0] - fibre_xy[:, 0, None]
     dy = electrodes[None, :, 1] - fibre_xy[:, 1, None]
     r = np.sqrt(dx * dx + dy * dy)
     r = np.where(r < min_radial_dist, min_radial_dist, r)  # strict <, as MyoGen
-    kr2 = KAPPA * (r * r)
-
     q = (nerve_paths[:, 0] / branch_cv[0] + nerve_paths[:, 1] / branch_cv[1]) / dt
     n = np.floor(q)
+    # c_f in Python floats, as MyoGen: float ** 2 is C pow(), which NumPy's square (x·x) or
+    # SIMD power need not match bit for bit at a halfway case.
+    scale = np.array([SIGMA_I * (math.pi * (d / 2) ** 2) for d in fibre_diameter.tolist()])
+    return UnitPlan(
+        t=t, vt=fibre_cv[:, None] * t[None, :], kr2=KAPPA * (r * r), delay_int=n.astype(np.int64),
+        delay_frac=q - n, nz=nz, n_left=n_left, nmj_z=nmj_z, left=left, right=right, cv=fibre_cv,
+        scale=scale.reshape(-1), dz=float(dz),
+    )
+
+
+def _interval(lo, hi) -> tuple[np.ndarray, np.ndarray]:
+    empty = lo > hi
+    return np.where(empty, 0, lo), np.where(empty, -1, hi)
+
+
+def _mirror(nz, s) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Mirror map: rows j whose mirror source m(j) = mb - j is valid, and mb (element-wise)."""
+    nz, s = np.asarray(nz, np.int64), np.asarray(s, np.int64)
+    none = (s >= nz) | (s <= -2 * nz)
+    wraps = (s < -nz) & ~none  # -2nz < s < -nz: shift_padding's slice start wraps to 2nz + s
+    lo = np.where(none | (s < 0), 0, s)
+    hi = np.select([none, s >= 0, wraps], [-1, nz - 1, 2 * nz + s - 1], nz + s - 1)
+    mb = np.select([none, wraps], [0, 2 * nz - 1 + s], nz - 1 + s)
+    lo, hi = _interval(lo, hi)
+    return (lo, hi), mb
+
+
+def plan_tables(unit: UnitPlan, f0: int = 0, f1: int | None = None, width: int | None = None) -> FibreTables:
+    """The per-fibre tables of fibres ``f0 .. f1 - 1`` (z padded to ``width`` columns,
+    by default ``unit.nz_max + 1``), equal to those rows of ``plan_fibres``' tables."""
+    f1 = unit.nz.shape[0] if f1 is None else f1
+    width = unit.nz_max + 1 if width is None else width
+    m, nt = f1 - f0, unit.t.shape[0]
+    out = FibreTables(z=np.zeros((m, width)), ipar=np.zeros((m, N_IPAR), np.int64), fpar=np.zeros((m, N_FPAR)),
+                      rows=np.empty((m, nt, 2), np.int64))
+    work = Work()
+    per_block = max(1, GRID_BLOCK // width)
+    for b0 in range(0, m, per_block):
+        _plan_grids(unit, f0 + b0, f0 + min(m, b0 + per_block), out, b0, work)
+    _plan_masks(unit, f0, f1, out)
+    per_block = max(1, SEARCH_BLOCK // max(nt, 1))
+    for b0 in range(0, m, per_block):
+        plan_rows(unit, f0 + b0, f0 + min(m, b0 + per_block), out, b0, work)
+    return out
+
+
+def _plan_grids(unit: UnitPlan, f0: int, f1: int, out: FibreTables, o0: int, work: Work) -> None:
+    """z rows, the extended row and Δ of fibres f0 .. f1 - 1 (at out's rows o0 ...)."""
+    sl = slice(f0, f1)
+    m, nz, zeta = f1 - f0, unit.nz[sl], unit.nmj_z[sl]
+    z = out.z[o0 : o0 + m]
+    w = int(nz.max()) + 1
+    _grid_rows(zeta, unit.n_left[sl], nz, unit.dz, z[:, :w], (work("d", (m, w)), work("step", (m, w))))
+    steps = np.subtract(z[:, 1:w], z[:, : w - 1], out=work("d", (m, w - 1)))  # np.diff, row by row
+    delta = np.full(m, unit.dz)
+    for n in np.unique(nz[nz > 1]):
+        # Δ = np.mean(np.diff(z)): one reduction per row count keeps NumPy's pairwise summation
+        # tree of each row alone (a padded row would change it); a row view reduces alike.
+        group = slice(None) if np.all(nz == n) else np.flatnonzero(nz == n)
+        delta[group] = steps[group, : n - 1].mean(axis=1)
+        if np.any(steps[group, : n - 1] < 0):
+            raise RuntimeError("internal error: a fibre's z rows are not monotone")
+    f = np.arange(m)
+    z[f, nz] = z[f, nz - 1] + delta  # the extended row z_Nz
+    pad = int(nz.min()) + 1  # padding, as before the fill
+    z[:, pad:w][np.arange(pad, w)[None, :] > nz[:, None]] = 0.0
+    out.fpar[o0 : o0 + m, F_DELTA] = delta
+
+
+def _plan_masks(unit: UnitPlan, f0: int, f1: int, out: FibreTables) -> None:
+    """σ, the mask intervals, the mirror shift and base of fibres f0 .. f1 - 1."""
+    sl = slice(f0, f1)
+    nz, zeta, a, b, v = unit.nz[sl], unit.nmj_z[sl], unit.left[sl], unit.right[sl], unit.cv[sl]
+    z, width = out.z.reshape(-1), out.z.shape[1]
+    delta = out.fpar[:, F_DELTA]
+    j0 = unit.n_left[sl] - 1
+    L1, L2 = b - zeta, zeta - a
+    h1, h2, mh1, mh2 = L1 / 2, L2 / 2, -L1 / 2, -L2 / 2
+    lo_e, hi_e = zeta - END_PLATE_HALF_WIDTH, zeta + END_PLATE_HALF_WIDTH
+
+    def at(j, f):  # z_j and ρ_j of fibre f, as the whole-row masks compute them
+        zj = z[f * width + j]
+        return zj, zj - zeta[f]
+
+    def search(test, rho_guess):  # leading rows where test holds; guess from ρ ≈ (j − j0)·Δ
+        return leading(test, j0 + np.ceil(rho_guess / delta), nz)
+
+    # Each mask of docs/sfap.md ("Masks") written as MyoGen writes it, tested row by row.
+    r_lo = search(lambda j, f: ~((at(j, f)[1] - h1[f]) >= mh1[f]), 0.0)
+    r_hi = search(lambda j, f: (at(j, f)[1] - h1[f]) <= h1[f], L1) - 1
+    w_lo = search(lambda j, f: ~((at(j, f)[1] + h2[f]) >= mh2[f]), -L2)
+    w_hi = search(lambda j, f: (at(j, f)[1] + h2[f]) <= h2[f], 0.0) - 1
+    p_lo = search(lambda j, f: ~((at(j, f)[1] / v[f]) > 0), 0.0)
+    n_hi = search(lambda j, f: ((-at(j, f)[0] + zeta[f]) / v[f]) > 0, 0.0) - 1
+    e_lo = search(lambda j, f: at(j, f)[0] <= lo_e[f], -END_PLATE_HALF_WIDTH)
+    e_hi = search(lambda j, f: ~(at(j, f)[0] >= hi_e[f]), END_PLATE_HALF_WIDTH) - 1
+    up = L1 >= L2
+    sigma = np.where(up, 1, -1)
+    a_lo, a_hi = _interval(np.where(up, np.maximum(r_lo, p_lo), w_lo), np.where(up, r_hi, np.minimum(w_hi, n_hi)))
+    b_lo, b_hi = _interval(np.where(up, w_lo, r_lo), np.where(up, w_hi, r_hi))
+    e_lo, e_hi = _interval(e_lo, e_hi)
+    z_ext = z[np.arange(f1 - f0) * width + nz]
+    s = np.rint((((L1 + L2) - z_ext) + L2 - L1) / delta).astype(np.int64)  # half to even, as Python's round
+    (m_lo, m_hi), mb = _mirror(nz, s)
+    s_lo, s_hi = _interval(np.maximum(b_lo, m_lo), np.minimum(b_hi, m_hi))
+    out.ipar[:] = np.stack([nz, a_lo, a_hi, s_lo, s_hi, mb, e_lo, e_hi, sigma], axis=1)
+    out.fpar[:, F_ZETA] = zeta
+    out.fpar[:, F_SCALE] = unit.scale[sl]
+
+
+def plan_fibres(**inputs) -> FibrePlan:
+    """Prepare every per-fibre table (``plan_unit``'s arguments, already validated)."""
+    unit = plan_unit(**inputs)
+    tables = plan_tables(unit)
     return FibrePlan(
-        t=t, z=z, ipar=ipar, fpar=fpar, vt=vt, kr2=kr2, rows=rows,
-        delay_int=n.astype(np.int64), delay_frac=q - n,
+        t=unit.t, z=tables.z, ipar=tables.ipar, fpar=tables.fpar, vt=unit.vt, kr2=unit.kr2, rows=tables.rows,
+        delay_int=unit.delay_int, delay_frac=unit.delay_frac,
     )
