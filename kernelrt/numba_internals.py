@@ -33,6 +33,8 @@ Private API                                             Used by
 ``Context.memory_manager.deallocations``,               ``free_deferred``
 ``Context.deallocations``
 ``numba.cuda.typing.typeof.typeof``                     ``cuda_typeof``
+``Dispatcher.overloads``, ``_Kernel.launch``,           ``prepared_overload``, ``launch_overload``
+``launch_config_sensitive``
 ``_Intrinsic._defn``                                    ``intrinsic_generator``
 =====================================================  ======================================
 
@@ -58,6 +60,8 @@ __all__ = [
     "compile_cuda_for_cc",
     "ptx_for_cc",
     "pretend_device",
+    "prepared_overload",
+    "launch_overload",
     "kernel_attributes",
     "allow_dynamic_shared_mem",
     "memset_zero",
@@ -238,3 +242,20 @@ def cuda_typeof(value):
     from numba.cuda.typing.typeof import typeof  # lazy: importing kernelrt loads no numba
 
     return typeof(value)
+
+
+def prepared_overload(dispatcher, argtypes: tuple):
+    """The loaded overload of a CUDA dispatcher for ``argtypes``, or None where a prepared launch
+    must go through the dispatcher (not loaded, or compiled per launch configuration)."""
+    if getattr(dispatcher, "_launch_config_sensitive", False):
+        return None
+    kern = dispatcher.overloads.get(tuple(argtypes))
+    if kern is None or getattr(kern, "launch_config_sensitive", False):
+        return None
+    return kern
+
+
+def launch_overload(kern, args, grid, block, stream, shared_mem: int) -> None:
+    """Launch a loaded overload directly: what the dispatcher's call does once it has chosen it
+    (argument marshalling, debug-kernel exception checks), without choosing it again."""
+    kern.launch(args, grid, block, stream, shared_mem)
