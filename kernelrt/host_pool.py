@@ -67,13 +67,16 @@ class PinnedPool:
 
     def take(self, shape, dtype) -> tuple:
         """``(array, slot)``: an uninitialised C-ordered array of ``shape`` and ``dtype`` on a
-        pooled pinned buffer, or ``(None, None)`` when the pool is full of buffers in use.
+        pooled pinned buffer (``slot`` None for an empty array, which needs no buffer), or
+        ``(None, None)`` when the pool is full of buffers in use.
 
         Reuses the smallest free buffer that holds it without wasting more than half; waits
         for a free buffer's pending copy first. Frees unused buffers to make room.
         """
         dtype = np.dtype(dtype)
         need = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if need == 0:  # nothing to pin (and numpy's own strides for an empty array)
+            return np.empty(shape, dtype), None
         with self._lock:
             best = None
             for slot in self._slots:
