@@ -225,7 +225,12 @@ class Backend(abc.ABC):
         for buffer rotation and per-step scalars. Results equal ``launch_kernel``'s.
 
         Args:
-            kernel, grid, block, args, stream, shared_mem: as for ``launch_kernel``.
+            kernel: as for ``launch_kernel``.
+            grid: as for ``launch_kernel``.
+            block: as for ``launch_kernel``.
+            *args: the kernel's arguments, as for ``launch_kernel``.
+            stream: as for ``launch_kernel`` (None: the launch follows its arrays' streams).
+            shared_mem: dynamic shared memory in bytes, as for ``launch_kernel``.
 
         Returns:
             A ``PreparedLaunch``.

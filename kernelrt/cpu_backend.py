@@ -191,7 +191,9 @@ class CPUBackend(Backend):
         except (KeyError, TypeError):
             launch, k = self._launcher(kernel, grid, block, shared_mem, args)
         check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=getattr(kernel, "argtypes", None))
-        return PreparedLaunch(kernel, k.name, args, stream, lambda bound: functools.partial(launch, *bound))
+        func, lead = launch.func, launch.args  # one flat partial per bind: the call is numba's dispatcher's
+
+        return PreparedLaunch(kernel, k.name, args, stream, lambda bound: functools.partial(func, *lead, *bound))
 
     def _launcher(self, kernel, grid, block, shared_mem, args):
         """Validate a launch configuration; memoise the dispatcher with its leading arguments."""

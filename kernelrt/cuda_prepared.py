@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from .arguments import check_kernel_arguments
 from .device_arrays import FOREIGN, HOST, NUMBA, argument_kind, cupy_module, launch_views
-from .numba_internals import cuda_typeof, launch_overload, prepared_overload
+from .numba_internals import core_stream, cuda_typeof, launch_overload, prepared_overload
 from .prepared import LaunchSequence, _repeats
 from .stream_order import plan_launch, stream_key, wait_for
 
@@ -37,12 +37,12 @@ GRAPH_MIN_REPEATS = 2  # one run of a sequence gains nothing from a graph: captu
 class CudaBinder:
     """Binds arguments for one prepared launch of ``kernel`` on ``be`` (module docstring)."""
 
-    __slots__ = ("be", "k", "disp", "cfg", "declared", "stream", "kern", "resolved")
+    __slots__ = ("be", "k", "disp", "cfg", "declared", "stream", "kern", "resolved", "_core")
 
     def __init__(self, be, k, disp, cfg, declared, stream):
         self.be, self.k, self.disp, self.cfg = be, k, disp, cfg
         self.declared, self.stream = declared, stream  # stream: numba's, or None
-        self.kern, self.resolved = None, False
+        self.kern, self.resolved, self._core = None, False, (None, None)
 
     def __call__(self, args) -> "CudaBound":
         be, k = self.be, self.k
@@ -65,7 +65,9 @@ class CudaBinder:
             if not self.resolved:
                 self.kern = self._resolve(args)
                 self.resolved = True
-        return CudaBound(be, self.kern, self.disp, self.cfg, tuple(args), stream, tuple(waits))
+        if self._core[0] is not stream and self.kern is not None:  # converted once per stream, not per bind
+            self._core = (stream, core_stream(stream))
+        return CudaBound(be, self.kern, self.disp, self.cfg, tuple(args), stream, tuple(waits), self._core[1])
 
     def _resolve(self, args):
         """The overload to launch (checked and loaded through the cache), or None: the dispatcher."""
@@ -79,25 +81,28 @@ class CudaBinder:
 class CudaBound:
     """One bound launch: call it to launch (inside the device, ordered after its arrays)."""
 
-    __slots__ = ("be", "kern", "disp", "cfg", "args", "stream", "waits")
+    __slots__ = ("be", "kern", "disp", "cfg", "args", "stream", "waits", "_core")
 
-    def __init__(self, be, kern, disp, cfg, args, stream, waits):
+    def __init__(self, be, kern, disp, cfg, args, stream, waits, core):
         self.be, self.kern, self.disp, self.cfg = be, kern, disp, cfg
-        self.args, self.stream, self.waits = args, stream, waits
+        self.args, self.stream, self.waits, self._core = args, stream, waits, core  # core: core_stream(stream)
 
     def __call__(self) -> None:
         with self.be.activated():
             if self.waits:
                 wait_for(self.waits, self.stream)
-            self.launch_on(self.stream)
+            self._launch(self.stream, self._core)
             for producer in self.waits:  # join back, as launch_kernel does
                 wait_for([self.stream], producer)
 
     def launch_on(self, stream) -> None:
-        """Launch on ``stream`` with no ordering (a capture, or after the caller ordered it)."""
+        """Launch on ``stream`` (numba's) with no ordering: a capture, or after the caller ordered it."""
+        self._launch(stream, None if self.kern is None else core_stream(stream))
+
+    def _launch(self, stream, core) -> None:
         cfg = self.cfg
         if self.kern is not None:
-            launch_overload(self.kern, self.args, cfg.grid, cfg.block, stream, cfg.shared_mem)
+            launch_overload(self.kern, self.args, cfg.grid, cfg.block, core, cfg.shared_mem)
         else:
             self.disp[cfg.grid, cfg.block, stream, cfg.shared_mem](*self.args)
 
@@ -141,7 +146,12 @@ class GraphSequence(LaunchSequence):
             wait_for(waits, stream)  # the graph follows its arrays' producers, as each launch would
             # 1 and 2 are CUDA's legacy and per-thread default stream handles: valid stream values too
             target = cp.cuda.ExternalStream(stream_key(stream)[0], self.be.device_id)
-            for _ in range(repeats):
+            try:
+                self._graph.launch(target)  # GPU only, not yet run on hardware
+            except Exception as exc:  # nothing ran yet: the loop does every repeat instead
+                self._graph, self.fallback = None, f"graph launch failed ({type(exc).__name__}: {exc})"[:300]
+                return super().run(repeats)
+            for _ in range(repeats - 1):
                 self._graph.launch(target)
             for producer in waits:
                 wait_for([stream], producer)
@@ -157,7 +167,10 @@ class GraphSequence(LaunchSequence):
             capturing = False
             try:
                 on = cuda.external_stream(capture.ptr)
-                capture.begin_capture()
+                # thread-local: unsafe calls of other threads (allocations, synchronous copies) are
+                # not caught up in this capture
+                mode = getattr(cp.cuda.runtime, "streamCaptureModeThreadLocal", None)
+                capture.begin_capture() if mode is None else capture.begin_capture(mode)
                 capturing = True
                 for p in self.launches:
                     p.bound.launch_on(on)

@@ -37,8 +37,9 @@ def _layout(a) -> str:
 def _kind(a):
     """What must stay the same for a re-bound argument to use the prepared overload."""
     t = type(a)
-    if t is np.ndarray:
-        return t, a.dtype, a.ndim, _layout(a), a.flags.writeable
+    if t is np.ndarray:  # the flags object read once: each ``a.flags`` builds a new one
+        f = a.flags
+        return t, a.dtype, a.ndim, "C" if f.c_contiguous else ("F" if f.f_contiguous else "A"), f.writeable
     dtype = getattr(a, "dtype", None)
     if dtype is not None and hasattr(a, "shape") and not isinstance(a, np.generic):
         return t, dtype, len(a.shape), _layout(a)

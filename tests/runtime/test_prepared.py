@@ -101,3 +101,64 @@ def test_chebyshev_filter_equals_the_per_step_launches(cpu, degree):
     ro = y.copy()
     ro.flags.writeable = False  # the caller's block may be read-only: prepared anew, same bits
     np.testing.assert_array_equal(blk.filter(ro, degree, 0.5, 12.0), got)
+
+
+def test_the_numba_names_prepared_cuda_launches_use_exist():
+    """No GPU here: pin the private numba-cuda names the CUDA prepared launch relies on
+    (numba_internals.prepared_overload / core_stream / launch_overload)."""
+    import inspect
+
+    from numba.cuda import dispatcher
+    from numba.cuda.cudadrv import driver
+
+    params = list(inspect.signature(dispatcher._Kernel.launch).parameters)
+    assert params == ["self", "args", "griddim", "blockdim", "stream", "sharedmem"]
+    assert callable(driver._to_core_stream)
+    src = inspect.getsource(dispatcher.CUDADispatcher.call)  # the dispatcher's own path: choose, then launch
+    assert "kernel.launch(args, griddim, blockdim, stream, sharedmem)" in src
+    assert "_to_core_stream(stream)" in inspect.getsource(dispatcher._LaunchConfiguration.__init__)
+
+
+def test_the_cuda_binder_resolves_once_and_launches_the_overload(monkeypatch):
+    """CUDABackend's prepared path without a GPU: stand-ins for the backend, the dispatcher and
+    numba's overload record what the binder does (scalar arguments only: no device memory)."""
+    import contextlib
+
+    import kernelrt
+    from kernelrt import cuda_prepared
+    from kernelrt.launch import LaunchConfig
+
+    @kernelrt.kernel
+    def two_scalars(i, a, b):
+        pass
+
+    launched, ensured = [], []
+
+    class Overload:
+        def launch(self, args, grid, block, stream, shared_mem):
+            launched.append((args, grid, block, stream, shared_mem))
+
+    class Dispatcher:
+        overloads = {}
+
+    class Backend:
+        is_simulator, device_id, arrays = False, 0, "numba"
+
+        def activated(self):
+            return contextlib.nullcontext()
+
+        def _ensure(self, k, argtypes):
+            ensured.append(argtypes)
+            Dispatcher.overloads[tuple(argtypes)] = Overload()
+
+    monkeypatch.setattr(cuda_prepared, "core_stream", lambda s: ("core", s))
+    cfg = LaunchConfig.of(2, 32)
+    binder = cuda_prepared.CudaBinder(Backend(), two_scalars, Dispatcher(), cfg, None, None)
+    p = PreparedLaunch(two_scalars, "two_scalars", (2.0, 3), None, binder)
+    p()
+    p(4.0, 5)
+    assert len(ensured) == 1  # the overload is chosen once
+    assert launched == [((2.0, 3), (2, 1, 1), (32, 1, 1), ("core", 0), 0), ((4.0, 5), (2, 1, 1), (32, 1, 1), ("core", 0), 0)]
+    seq = cuda_prepared.GraphSequence(Backend(), [p])
+    seq.run(3)
+    assert seq.mode == "loop" and "CuPy" in seq.fallback and len(launched) == 5
