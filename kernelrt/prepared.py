@@ -91,17 +91,17 @@ class PreparedLaunch:
         Raises:
             KernelArgumentError: another number of arguments, or an argument of another kind.
         """
-        if len(args) != len(self._kinds):
+        kinds = self._kinds
+        if len(args) != len(kinds):
             raise KernelArgumentError(
-                f"prepared launch of {self.name!r} takes {len(self._kinds)} arguments (got {len(args)})"
+                f"prepared launch of {self.name!r} takes {len(kinds)} arguments (got {len(args)})"
             )
-        kinds = argument_kinds(args)
-        if kinds != self._kinds:
-            i = next(i for i, (a, b) in enumerate(zip(kinds, self._kinds)) if a != b)
-            raise KernelArgumentError(
-                f"argument {i} of the prepared launch of {self.name!r} must be a {_describe_kind(self._kinds[i])} "
-                f"like the one it was prepared with (got {_describe_kind(kinds[i])}); prepare a new launch"
-            )
+        for i, (a, before) in enumerate(zip(args, self.args)):
+            if a is not before and _kind(a) != kinds[i]:  # the same object as bound before: same kind
+                raise KernelArgumentError(
+                    f"argument {i} of the prepared launch of {self.name!r} must be a {_describe_kind(kinds[i])} "
+                    f"like the one it was prepared with (got {_describe_kind(_kind(a))}); prepare a new launch"
+                )
         self.bound = self._binder(args)
         self.args = tuple(args)
         return self
