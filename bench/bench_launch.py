@@ -1,10 +1,13 @@
-"""Launch overhead: ``launch_kernel`` against numba's own launch of the same loop.
+"""Launch overhead: ``launch_kernel`` and prepared launches against numba's own launch of the same loop.
 
-CPU: a 1024-element axpy through ``CPUBackend.launch_kernel`` against a direct call of
-an ``njit(parallel=True)`` function with the same loop. GPU: ``CUDABackend.launch_kernel``
-against ``kernel[grid, block](...)`` of the same ``cuda.jit`` kernel (asynchronous
-launches, one synchronize per round). Targets: at most 1.5x numba's own overhead, and
-under 50 us per small CPU launch.
+CPU: a 1024-element axpy through ``CPUBackend.launch_kernel``, through a prepared launch
+(``backend.prepare``, called with no arguments and re-bound with the same ones each call),
+against a direct call of an ``njit(parallel=True)`` function with the same loop. GPU: the same
+through ``CUDABackend`` (numba arrays; CuPy arrays where installed), a launch sequence of
+the prepared launch (a CUDA graph replay where CuPy is installed), against
+``kernel[grid, block](...)`` of the same ``cuda.jit`` kernel (asynchronous launches, one
+synchronize per round). Targets: at most 1.5x numba's own overhead, and under 50 us per small
+CPU launch; a prepared or graph launch at most 5 us on a GPU (GPU_PLAN.md R1).
 """
 
 import numba
@@ -49,6 +52,25 @@ def test_cpu_launch_kernelrt(benchmark):
     np.testing.assert_allclose(out, 2.0 * x + y)
 
 
+@pytest.mark.parametrize("rebind", [False, True], ids=["bound", "rebind"])
+def test_cpu_launch_prepared(benchmark, rebind):
+    backend = kernelrt.CPUBackend()
+    out, x, y = _arrays()
+    p = backend.prepare(axpy, N // 128, 128, out, x, y, 2.0)
+    p()  # compile or load first
+    args = (out, x, y, 2.0) if rebind else ()
+
+    def launches():
+        for _ in range(LAUNCHES):
+            p(*args)
+
+    # its own group: launch-cpu pairs launch_kernel with numba's call (one kernelrt row per group for ratios)
+    tag(benchmark, "launch-cpu-prepared" + ("-rebind" if rebind else ""), "kernelrt", launches_per_round=LAUNCHES,
+        elements=N, series="prepared" + (" + rebind" if rebind else ""))
+    benchmark(launches)
+    np.testing.assert_allclose(out, 2.0 * x + y)
+
+
 def test_cpu_launch_numba(benchmark):
     out, x, y = _arrays()
     axpy_numba(out, x, y, 2.0)
@@ -79,6 +101,32 @@ def test_gpu_launch_kernelrt(benchmark):
         gpu.synchronize()
 
     tag(benchmark, "launch-gpu", "kernelrt", launches_per_round=LAUNCHES, elements=N, device=gpu.device_name)
+    benchmark(launches)
+
+
+@pytest.mark.parametrize("arrays", ["numba", "cupy"])
+@pytest.mark.parametrize("how", ["prepared", "sequence"])
+def test_gpu_launch_prepared(benchmark, arrays, how):
+    _gpu_or_skip()
+    if arrays == "cupy":
+        pytest.importorskip("cupy")
+    gpu = kernelrt.CUDABackend(0, arrays=arrays)
+    out, x, y = (gpu.to_device(a) for a in _arrays())
+    p = gpu.prepare(axpy, N // 128, 128, out, x, y, 2.0)
+    seq = gpu.sequence([p])
+    seq.run(2)  # compile, load and capture first
+    gpu.synchronize()
+
+    def launches():
+        if how == "sequence":
+            seq.run(LAUNCHES)
+        else:
+            for _ in range(LAUNCHES):
+                p()
+        gpu.synchronize()
+
+    tag(benchmark, f"launch-gpu-{how}-{arrays}", "kernelrt", launches_per_round=LAUNCHES, elements=N,
+        device=gpu.device_name, mode=seq.mode if how == "sequence" else "prepared", series=f"{how} ({arrays} arrays)")
     benchmark(launches)
 
 

@@ -27,6 +27,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Backend": "backend",
     "CompiledKernel": "backend",
+    "PreparedLaunch": "prepared",
+    "LaunchSequence": "prepared",
     "get_backend": "selection",
     "CUDABackend": "cuda_backend",
     "CPUBackend": "cpu_backend",

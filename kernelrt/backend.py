@@ -15,8 +15,9 @@ import numpy as np
 from .arguments import check_dtype, check_shape
 from .errors import BackendMismatchError, DeviceMismatchError, LaunchConfigError
 from .kernel_def import Kernel, adopt
+from .prepared import LaunchSequence, PreparedLaunch
 
-__all__ = ["Backend", "CompiledKernel", "BoundLaunch"]
+__all__ = ["Backend", "CompiledKernel", "BoundLaunch", "PreparedLaunch", "LaunchSequence"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,8 +135,19 @@ class Backend(abc.ABC):
         """Copy host array ``a`` to this device (a C-contiguous copy)."""
 
     @abc.abstractmethod
-    def to_host(self, a, stream=None):
-        """Copy array ``a`` back to a host numpy array."""
+    def to_host(self, a, stream=None, out=None):
+        """Copy array ``a`` back to a host numpy array.
+
+        Args:
+            a: an array of this backend.
+            stream: None: the copy is complete on return; a stream: queued on it, valid once
+                it is synchronised.
+            out: a C-contiguous, writeable numpy array of ``a``'s shape and dtype to copy into
+                (checked before any work); None: a new array.
+
+        Returns:
+            ``out``, or a new array.
+        """
 
     @abc.abstractmethod
     def synchronize(self) -> None:
@@ -202,6 +214,44 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         """Run ``kernel`` over ``grid`` x ``block`` threads with ``args``."""
+
+    @abc.abstractmethod
+    def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
+        """A launch of ``kernel`` resolved once, for loops: ``p()`` launches, ``p(*args)`` re-binds.
+
+        Does ``launch_kernel``'s checks (configuration, arguments, device), and resolves the
+        compiled overload, the views of foreign arrays and the stream plan, once. ``p(*args)``
+        takes arguments of the same kinds (array type, dtype, ndim, layout; scalar types),
+        for buffer rotation and per-step scalars. Results equal ``launch_kernel``'s.
+
+        Args:
+            kernel: as for ``launch_kernel``.
+            grid: as for ``launch_kernel``.
+            block: as for ``launch_kernel``.
+            *args: the kernel's arguments, as for ``launch_kernel``.
+            stream: as for ``launch_kernel`` (None: the launch follows its arrays' streams).
+            shared_mem: dynamic shared memory in bytes, as for ``launch_kernel``.
+
+        Returns:
+            A ``PreparedLaunch``.
+
+        Raises:
+            LaunchConfigError, KernelArgumentError, BackendMismatchError, DeviceMismatchError:
+                as ``launch_kernel`` would (re-binds: ``KernelArgumentError`` for another kind).
+        """
+
+    def sequence(self, launches, graph: bool = True) -> LaunchSequence:
+        """Prepared launches to run in order, ``run(repeats)`` times (a step loop).
+
+        On the CPU a plain loop; CUDABackend replays the sequence as a CUDA graph where it can
+        (``graph=False``: never), falling back to the loop. Results equal the launches run one
+        by one.
+
+        Args:
+            launches: ``PreparedLaunch`` objects of this backend, in order.
+            graph: allow a CUDA graph (ignored on the CPU).
+        """
+        return LaunchSequence(launches)
 
     def is_device_array(self, a) -> bool:
         """True when ``a`` is an array this backend's kernels take."""

@@ -25,6 +25,8 @@ from .errors import BackendMismatchError
 from .kernel_def import Kernel
 from .launch import DeviceLimits, LaunchConfig, check_limits
 from .numba_internals import on_missing_overload
+from .prepared import PreparedLaunch
+from .transfers import check_out
 
 __all__ = ["CPUBackend", "CPUStream", "CPUEvent", "EVERY_GPU"]
 
@@ -125,12 +127,16 @@ class CPUBackend(Backend):
             )
         return np.array(a, order="C", copy=True)
 
-    def to_host(self, a, stream=None):
+    def to_host(self, a, stream=None, out=None):
         if is_device_array(a):
             raise BackendMismatchError(
                 "CPUBackend.to_host takes numpy arrays (got a CUDA device array); use the CUDA backend's to_host"
             )
-        return np.array(a, copy=True)
+        if out is None:
+            return np.array(a, copy=True)
+        a = np.asarray(a)
+        np.copyto(check_out(out, a.shape, a.dtype), a)
+        return out
 
     def synchronize(self) -> None:
         pass
@@ -177,6 +183,17 @@ class CPUBackend(Backend):
             # device array): say which argument and why; otherwise it is the kernel's own.
             check_kernel_arguments(k, args, backend=self.name, typeof=_typeof)
             raise
+
+    def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
+        """``launch_kernel``'s checks once (``Backend.prepare``); a call goes to numba's dispatcher."""
+        try:
+            launch, k = self._launchers[kernel, grid, block, shared_mem]
+        except (KeyError, TypeError):
+            launch, k = self._launcher(kernel, grid, block, shared_mem, args)
+        check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=getattr(kernel, "argtypes", None))
+        func, lead = launch.func, launch.args  # one flat partial per bind: the call is numba's dispatcher's
+
+        return PreparedLaunch(kernel, k.name, args, stream, lambda bound: functools.partial(func, *lead, *bound))
 
     def _launcher(self, kernel, grid, block, shared_mem, args):
         """Validate a launch configuration; memoise the dispatcher with its leading arguments."""

@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 
 import numpy as np
 
 from . import device_arrays
-from .arguments import check_dtype, check_kernel_arguments, describe, is_device_array
+from .arguments import check_kernel_arguments, is_device_array
 from .backend import Backend
 from .compiler import cuda_dispatcher, ensure_cuda
 from .config import debug_kernels
+from .cuda_prepared import CudaBinder, GraphSequence
 from .current_device import CurrentDevice
 from .device_arrays import FOREIGN, HOST, NUMBA, argument_kind, device_of
 from .discovery import classify, host_memory_info, probe
@@ -46,12 +46,13 @@ from .numba_internals import (
     memset_zero,
     on_missing_overload,
 )
+from .prepared import PreparedLaunch
 from .stream_order import as_numba_stream, plan_launch, wait_for
+from .transfers import Transfers
 
 __all__ = ["CUDABackend"]
 
 
-PINNED_STAGING_BYTES = 8 << 20  # copies this large go through a reused pinned buffer
 _DEFAULT_SMEM = 48 * 1024  # dynamic shared memory above this needs a per-kernel opt-in
 
 def _cuda():
@@ -113,9 +114,7 @@ class CUDABackend(Backend):
         self._launchers: dict[tuple, tuple] = {}
         self._big_smem: set = set()  # kernels launched with > 48 KiB of dynamic shared memory
         self._opted_in: set[int] = set()  # overloads already allowed the device's shared memory
-        self._staging = None
-        self._staging_event = None
-        self._staging_lock = threading.Lock()
+        self._transfers = Transfers(self)  # pooled pinned results, chunked staging of uploads
         self.limits = self._read_limits()
 
     @classmethod
@@ -172,69 +171,39 @@ class CUDABackend(Backend):
             return out
 
     def to_device(self, a, stream=None):
-        """Copy host array ``a`` to this device; arrays already here are returned as is."""
-        if is_device_array(a):
-            self._check_on_this_device(a, "a")
-            return a
-        host = np.asarray(a)
-        check_dtype(host.dtype, "the array's dtype")
-        host = device_arrays.c_strides(host)
-        with self.activated():
-            stream = self._stream_arg(stream)
-            if host.nbytes < PINNED_STAGING_BYTES:
-                return device_arrays.upload(host, stream, self.arrays, self.device_id)[0]
-            with self._staging_lock:
-                staged = self._stage(host.dtype, host.shape)
-                np.copyto(staged, host)
-                out, copied_on = device_arrays.upload(staged, stream, self.arrays, self.device_id)
-                self._after_staging(copied_on)
-                return out
+        """Copy host array ``a`` to this device; arrays already here are returned as is.
 
-    def to_host(self, a, stream=None):
-        """Copy ``a`` to a new numpy array (with a stream: pinned, valid after sync)."""
-        if isinstance(a, np.ndarray):
-            return np.array(a, copy=True)
-        if not is_device_array(a):
-            raise TypeError(f"to_host takes a device array (got {describe(a)})")
-        self._check_on_this_device(a, "a")
-        with self.activated():
-            d, ordered_on = device_arrays.copy_view(a)  # a numba view, and the stream the array is ordered on
-            if stream is not None and d.is_c_contiguous():
-                stream = self._stream_arg(stream)
-                if not self._simulated:
-                    wait_for(plan_launch(stream, [ordered_on])[1], stream)
-                out = _cuda().pinned_array(d.shape, d.dtype)
-                d.copy_to_host(out, stream=stream)
-                return out
-            if d.nbytes < PINNED_STAGING_BYTES or not d.is_c_contiguous():
-                return device_arrays.finished(d.copy_to_host(stream=ordered_on), ordered_on)
-            with self._staging_lock:
-                staged = self._stage(d.dtype, d.shape)
-                return device_arrays.finished(d.copy_to_host(staged, stream=ordered_on), ordered_on).copy()
+        Large arrays go through two pinned chunk buffers, the host copying chunk i+1 while
+        chunk i's DMA runs (``transfers``). Without ``stream=`` the copy is complete on return;
+        with one it is queued on that stream.
+        """
+        return self._transfers.to_device(a, stream)
+
+    def to_host(self, a, stream=None, out=None):
+        """Copy ``a`` to a host numpy array: one DMA into a pooled pinned buffer, or into ``out``.
+
+        Args:
+            a: a device array of this device (numba, CuPy, CUDA array interface, DLPack); a
+                numpy array is copied.
+            stream: None: the copy is complete on return. A stream: the copy is queued on it
+                and the result is valid once it is synchronised.
+            out: a C-contiguous, writeable numpy array of ``a``'s shape and dtype that the
+                caller owns (pinned for full speed: ``numba.cuda.pinned_array``); None: a pooled
+                pinned buffer, reused only once every reference to this result is gone.
+
+        Returns:
+            ``out``, or a new array (pinned from the pool where it is large enough).
+
+        Raises:
+            TypeError: ``a`` is not an array, or ``out`` not a numpy array of ``a``'s dtype.
+            ValueError: ``out`` has another shape, is not C-contiguous or is read-only.
+            DeviceMismatchError: ``a`` lives on another device.
+        """
+        return self._transfers.to_host(a, stream, out)
 
     def _stream_arg(self, stream):
         """numba's stream for a ``stream=`` argument (CuPy and PyTorch streams too); 0 for None."""
         return (stream or 0) if self._simulated else as_numba_stream(stream)
-
-    def _stage(self, dtype, shape):
-        """A view of the reusable pinned buffer (grown as needed) as an array of ``shape``.
-
-        Waits first for the buffer's last asynchronous copy. Call with ``_staging_lock`` held.
-        """
-        dtype = np.dtype(dtype)
-        nbytes = int(np.prod(shape)) * dtype.itemsize
-        if self._staging_event is not None:
-            self._staging_event.synchronize()
-            self._staging_event = None
-        if self._staging is None or self._staging.nbytes < nbytes:
-            self._staging = None
-            self._staging = _cuda().pinned_array(nbytes, np.uint8)
-        return self._staging[:nbytes].view(dtype).reshape(shape)
-
-    def _after_staging(self, stream) -> None:
-        if stream:  # the copy out of the buffer is asynchronous: the next _stage waits for it
-            self._staging_event = self.event(timing=False)
-            self._staging_event.record(stream)
 
     def _check_on_this_device(self, a, name: str) -> None:
         dev = device_of(a)
@@ -265,7 +234,9 @@ class CUDABackend(Backend):
             return min(free, int(info.total)), int(info.total)
 
     def release_memory(self) -> None:
-        """Free what numba holds for deferred deallocation on this device."""
+        """Free what numba holds for deferred deallocation on this device, and the pinned host
+        buffers of copies that no result uses any more."""
+        self._transfers.release()
         if self._simulated:
             return
         cuda = _cuda()
@@ -350,6 +321,20 @@ class CUDABackend(Backend):
                 raise
             for producer in waits:  # join back: CuPy may hand these arrays' memory out again on
                 wait_for([launch_stream], producer)  # their own stream once they are freed
+
+    def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
+        """``launch_kernel``'s checks, views, stream plan and overload, once (``Backend.prepare``)."""
+        try:
+            k, disp, cfg, _ = self._launchers[kernel, grid, block, shared_mem]
+        except (KeyError, TypeError):
+            k, disp, cfg, _ = self._launcher(kernel, grid, block, shared_mem)
+        s = None if stream is None else self._stream_arg(stream)
+        binder = CudaBinder(self, k, disp, cfg, getattr(kernel, "argtypes", None), s)
+        return PreparedLaunch(kernel, k.name, args, stream, binder)
+
+    def sequence(self, launches, graph: bool = True) -> GraphSequence:
+        """Prepared launches run in order, replayed as a CUDA graph where possible (``Backend.sequence``)."""
+        return GraphSequence(self, launches, graph)
 
     def _launcher(self, kernel, grid, block, shared_mem):
         """Check a kernel and launch configuration once; memoise what launches need."""

@@ -1,10 +1,11 @@
 """Every use of numba's and numba-cuda's private APIs, in one module.
 
-kernelrt needs four things that numba offers no public API for: to answer a dispatcher's
+kernelrt needs five things that numba offers no public API for: to answer a dispatcher's
 "no overload matches these arguments" itself (so new types are checked and go through
 the disk cache), to serialise a compiled overload and add it back to a dispatcher in
-another process, to compile CUDA code for a compute capability with no GPU present, and
-a few driver calls numba's public device API lacks. A numba or numba-cuda upgrade means
+another process, to compile CUDA code for a compute capability with no GPU present, to
+launch an overload chosen once (prepared launches), and a few driver calls numba's public
+device API lacks. A numba or numba-cuda upgrade means
 auditing this file and running the PTX, simulator and GPU test layers; no other module
 of kernelrt touches a private name.
 
@@ -33,6 +34,8 @@ Private API                                             Used by
 ``Context.memory_manager.deallocations``,               ``free_deferred``
 ``Context.deallocations``
 ``numba.cuda.typing.typeof.typeof``                     ``cuda_typeof``
+``Dispatcher.overloads``, ``_Kernel.launch``,           ``prepared_overload``, ``launch_overload``,
+``launch_config_sensitive``, ``driver._to_core_stream``   ``core_stream``
 ``_Intrinsic._defn``                                    ``intrinsic_generator``
 =====================================================  ======================================
 
@@ -58,6 +61,9 @@ __all__ = [
     "compile_cuda_for_cc",
     "ptx_for_cc",
     "pretend_device",
+    "prepared_overload",
+    "core_stream",
+    "launch_overload",
     "kernel_attributes",
     "allow_dynamic_shared_mem",
     "memset_zero",
@@ -238,3 +244,29 @@ def cuda_typeof(value):
     from numba.cuda.typing.typeof import typeof  # lazy: importing kernelrt loads no numba
 
     return typeof(value)
+
+
+def prepared_overload(dispatcher, argtypes: tuple):
+    """The loaded overload of a CUDA dispatcher for ``argtypes``, or None where a prepared launch
+    must go through the dispatcher (not loaded, or compiled per launch configuration)."""
+    if getattr(dispatcher, "_launch_config_sensitive", False):
+        return None
+    kern = dispatcher.overloads.get(tuple(argtypes))
+    if kern is None or getattr(kern, "launch_config_sensitive", False):
+        return None
+    return kern
+
+
+def core_stream(stream):
+    """The launch-stream object ``launch_overload`` takes, for a numba stream or 0: what numba's
+    launch configuration converts a stream to (``driver._to_core_stream``), made once per bind."""
+    from numba.cuda.cudadrv import driver  # lazy: importing kernelrt loads no numba
+
+    return driver._to_core_stream(stream)
+
+
+def launch_overload(kern, args, grid, block, stream, shared_mem: int) -> None:
+    """Launch a loaded overload directly: what the dispatcher's call does once it has chosen it
+    (argument marshalling, debug-kernel exception checks), without choosing it again.
+    ``stream`` comes from ``core_stream``; ``grid`` and ``block`` are 3-tuples."""
+    kern.launch(args, grid, block, stream, shared_mem)

@@ -128,6 +128,25 @@ def _validate(shape, m, k, tol, block, degree, maxiter, v0, progress):
     return n, m, k, float(tol), b, degree, maxiter, v0
 
 
+class _Steps:
+    """Launches of one kernel with per-step arguments (after ``fixed``) through one prepared launch,
+    re-bound each step; prepared again when the arguments' kinds change (the caller's block)."""
+
+    def __init__(self, be, kernel, grid, block, *fixed):
+        self.be, self.kernel, self.grid, self.block, self.fixed, self.p = be, kernel, grid, block, fixed, None
+
+    def __call__(self, *args):
+        args, p = self.fixed + args, self.p
+        if p is not None:
+            try:
+                p.bind(*args)
+            except kernelrt.KernelArgumentError:  # other kinds (the caller's read-only block): prepare anew
+                p = None
+        if p is None:
+            p = self.p = self.be.prepare(self.kernel, self.grid, self.block, *args)
+        p()
+
+
 class _Block:
     """Where the block lives (numpy, simulator device array or CuPy) and where its dense algebra runs."""
 
@@ -181,16 +200,20 @@ class _Block:
         return self.to_dense(out)
 
     def filter(self, y, degree, a, b):
-        """p(A) y, p of degree ``degree`` damping [a, b], scaled so that p(0) = 1 (Zhou & Saad's recurrence)."""
+        """p(A) y, p of degree ``degree`` damping [a, b], scaled so that p(0) = 1 (Zhou & Saad's recurrence).
+
+        One ``cheb_step`` per degree through one prepared launch re-bound per step (``_Steps``):
+        the checks, overload and views are resolved once, not per degree; same launches, same bits.
+        """
         e, c = (b - a) / 2.0, (b + a) / 2.0
         sigma = sigma1 = e / (0.0 - c)
         x = self.to_kernel(y)  # may be the caller's array: read, never written
         yk, zk, (grid, blk) = self.empty(x.shape), self.empty(x.shape), self.geometry(x.shape)
-        args = (self.op.data, self.op.indices, self.op.indptr)
-        self.be.launch_kernel(cheb_step, grid, blk, *args, sigma1 / e, c, 0.0, x, x, yk)
+        step = _Steps(self.be, cheb_step, grid, blk, self.op.data, self.op.indices, self.op.indptr)
+        step(sigma1 / e, c, 0.0, x, x, yk)
         for i in range(degree - 1):
             s_new = 1.0 / (2.0 / sigma1 - sigma)
-            self.be.launch_kernel(cheb_step, grid, blk, *args, 2.0 * s_new / e, c, -sigma * s_new, yk, x, zk)
+            step(2.0 * s_new / e, c, -sigma * s_new, yk, x, zk)
             x, yk, zk, sigma = yk, zk, (x if i else self.empty(x.shape)), s_new
         self.products += degree * x.shape[1]
         return self.to_dense(yk)

@@ -50,9 +50,10 @@ def test_allocate_copy_roundtrip(gpu):
 
 
 def test_pinned_staging_path(gpu, monkeypatch):
-    from kernelrt import cuda_backend
+    from kernelrt import transfers
 
-    monkeypatch.setattr(cuda_backend, "PINNED_STAGING_BYTES", 64)
+    for name, value in (("CHUNK_BYTES", 64), ("STAGED_MIN_BYTES", 64), ("PINNED_MIN_BYTES", 64)):
+        monkeypatch.setattr(transfers, name, value)
     host = np.arange(100.0)
     d = gpu.to_device(host)
     np.testing.assert_array_equal(gpu.to_host(d), host)
