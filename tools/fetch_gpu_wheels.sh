@@ -5,8 +5,10 @@
 # 13, 2026-11) already has numba, numba-cuda, cupy-cuda13x, scipy, pytest,
 # pytest-benchmark, matplotlib and tqdm; this fetches the rest.
 #
-#   bash tools/fetch_gpu_wheels.sh            # kernelrt's needs (about 17 MB)
-#   PEERS=1 bash tools/fetch_gpu_wheels.sh    # also the benchmark peers (about 58 MB in all)
+#   bash tools/fetch_gpu_wheels.sh            # kernelrt's needs, cholespy and the Dask set
+#   DASK=0 bash tools/fetch_gpu_wheels.sh     # without the Dask set and mesh readers
+#   PEERS=1 DASK=0 bash tools/fetch_gpu_wheels.sh   # the benchmark peers instead (they and the
+#                                             # Dask set do not fit the 64 MiB carry together)
 #
 # NumPy is fetched within kernelrt's pin (< 2.5): that image had NumPy 2.5, under which
 # numba-cuda 0.30 compiles no kernel. A device tool that carries at most 64 MiB with the
@@ -22,7 +24,16 @@ fetch() {
     --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux1_x86_64 --platform any -d .whl "$@"
 }
-fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs
+# What the current code imports that the image lacks: the eigensolver's CHOLMOD (cholespy; the
+# Cholesky route and the Chebyshev tests' CPU reference fall back to SuperLU without it).
+fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs cholespy==2.2.0
+if [ "${DASK:-1}" != 0 ]; then
+  # kernelrt.distributed (KernelrtPlugin, cohort_spectra(client=), compute_many(client=)) and
+  # `kernelrt cohort` on mesh files; the image has cloudpickle, toolz, msgpack, psutil,
+  # sortedcontainers, pyyaml, jinja2, click and fsspec. meshio imports rich.
+  fetch "dask[distributed]>=2024.8" distributed tornado partd locket zict tblib \
+    meshio nibabel rich markdown-it-py mdurl pygments "importlib-resources>=5.12"
+fi
 if [ -n "${PEERS:-}" ]; then
   # Laplacian peers (SpectralBrain's _cotangent_laplacian needs only NumPy and SciPy)
   fetch libigl==2.6.3 robust-laplacian==1.1.0 spectralbrain==0.1.0
@@ -40,4 +51,9 @@ if [ -n "${PEERS:-}" ]; then
   fi
 fi
 ls -la .whl
-du -sh .whl
+# The device tool carries the working tree and .whl/ together, 64 MiB in all (the tree is ~8 MB).
+SIZE_MB=$(du -sm .whl | cut -f1)
+echo "carried: .whl/ is ${SIZE_MB} MB ($(ls .whl/*.whl | wc -l) wheels)"
+if [ "$SIZE_MB" -gt 50 ]; then
+  echo "warning: .whl/ is over 50 MB: with the working tree it may exceed the 64 MiB carry limit" >&2
+fi

@@ -1,0 +1,83 @@
+"""The GPU sitting's scripts, checked without a GPU: step parsing, $OUT, and the ncu summary.
+
+A GPU sitting is rare and short, so a typo in tools/gpu_check.sh costs a whole sitting: the
+steps are parsed and a dry run (``GPU_CHECK_ALLOW_CPU=1``) writes only into ``$OUT``. The ncu
+summary is checked on a CSV in the raw page's format (header row, units row, one launch a row).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "gpu_check.sh"
+
+_spec = importlib.util.spec_from_file_location("ncu_summary", ROOT / "tools" / "ncu_summary.py")
+ncu_summary = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ncu_summary)
+
+
+def _run(*args, env=None, timeout=120):
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+def test_help_lists_every_step():
+    out = _run("--help")
+    assert out.returncode == 0
+    for step in ("deps", "tests", "demo", "probe", "ncu", "bench"):
+        assert f"  {step} " in out.stdout
+
+
+def test_unknown_step_is_refused_before_anything_runs(tmp_path):
+    out = _run("deps", "probes", env={"OUT": str(tmp_path)})
+    assert out.returncode == 2
+    assert "unknown step 'probes'" in out.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_dry_run_deps_installs_this_checkout_and_writes_only_to_out(tmp_path):
+    site, out_dir = tmp_path / "site", tmp_path / "out"
+    env = {"OUT": str(out_dir), "KERNELRT_SITE": str(site), "GPU_CHECK_ALLOW_CPU": "1", "PYTHON": sys.executable,
+           "KERNELRT_CACHE_DIR": str(tmp_path / "cache")}
+    out = _run("deps", env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert (site / "kernelrt" / "kernels" / "sfap" / "__init__.py").is_file()  # kernels/ as kernelrt.kernels
+    assert "imports ok" in out.stdout
+    assert sorted(p.name for p in out_dir.iterdir()) == ["gpu-check.log"]
+    again = _run("deps", env=env, timeout=300)  # a second call of the same sitting reuses the install
+    assert "already installed" in again.stdout
+
+
+RAW = """"ID","Process ID","Kernel Name","gpu__time_duration.sum","launch__registers_per_thread","dram__bytes_read.sum","dram__bytes_write.sum","sm__warps_active.avg.pct_of_peak_sustained_active","sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","smsp__thread_inst_executed_per_inst_executed.ratio"
+"","","","usecond","register/thread","Mbyte","Kbyte","%","%","sector","request",""
+"0","42","_ZN6cudapy7kernels4sfap7kernels12sfap_columnsB2v1E5ArrayIdLi2E","5,350.00","104","48.00","16,000.00","24.9","17.2","1,000","250","31.5"
+"1","42","_ZN8__main__15heat_step_blockB2v3E","20.00","40","60.00","0","70.0","2.0","5,600","100","28.0"
+"""
+
+
+def test_ncu_summary_reads_units_and_names(tmp_path):
+    path = tmp_path / "raw.csv"
+    path.write_text(RAW)
+    rows = ncu_summary.read_rows(path)
+    assert rows[0]["gpu__time_duration.sum"] == pytest.approx(5.35e-3)
+    assert rows[0]["dram__bytes_write.sum"] == pytest.approx(16e6)
+    lines = ncu_summary.summarize(rows)
+    assert lines[1].split()[:3] == ["sfap_columns", "5350.0us", "104"]
+    assert lines[2].split()[0] == "heat_step_block"  # the longest known name, not heat_step
+    cols = lines[1].split()
+    assert float(cols[4]) == pytest.approx(64.0)  # 48 MB read + 16 MB written
+    assert float(cols[7]) == pytest.approx(4.0)  # 1,000 sectors / 250 requests
+
+
+def test_ncu_summary_refuses_an_empty_csv(tmp_path):
+    path = tmp_path / "raw.csv"
+    path.write_text('"ID","Kernel Name"\n')
+    with pytest.raises(ValueError, match="no launches"):
+        ncu_summary.read_rows(path)
