@@ -43,6 +43,7 @@ from .discovery import probe, toolchain_problem
 from .disk_cache import disk_cache_for
 from .errors import ComputeCapabilityError, CudaUnavailableError
 from .kernel_def import Kernel
+from .ptxas import assemble, find_ptxas, ptxas_version
 from .numba_internals import (
     add_cpu_overload,
     add_cuda_overload,
@@ -50,7 +51,9 @@ from .numba_internals import (
     cpu_overload_state,
     cuda_arch,
     cuda_overload_state,
+    add_offline_cubin,
     link_cubin,
+    load_or_relink,
     ptx_for_cc,
     serialize,
 )
@@ -297,22 +300,29 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk, debug: bool = False) 
     return _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn, debug)
 
 
-def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn, debug: bool = False) -> str:
-    """``_through_cache`` for a CUDA overload of ``disp`` for compute capability ``cc``."""
+def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn, debug: bool = False,
+                        meta: dict | None = None, on_device: bool = True) -> str:
+    """``_through_cache`` for a CUDA overload of ``disp`` for ``cc``; ``compile_fn`` may add to ``meta``."""
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
     key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}", debug)
-    meta = {"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
-            "driver": _driver_version()}  # the driver that linked the cubin, if any
-    return _through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes),
+    meta = meta if meta is not None else {}
+    meta.update({"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
+                 "driver": _driver_version()})  # the driver that linked the cubin, if any
+    return _through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes, on_device),
                           lambda: argtypes in disp.overloads)
 
 
-def _loader_cuda(disp, argtypes):
+def _loader_cuda(disp, argtypes, on_device: bool = True):
     def load(state, meta):
-        # A cubin linked by another driver's PTX JIT is not trusted: keep the PTX (the
-        # key covers it) and link again here.
-        add_cuda_overload(disp, argtypes, state, relink=meta.get("driver") != _driver_version())
+        # A cubin linked by another driver's PTX JIT is not trusted: link the PTX again. One
+        # ptxas made offline ("cubin" in the meta) is kept and loaded at once on a device, so a
+        # driver that refuses it (older than that ptxas) links the PTX here, not at a launch.
+        own = meta.get("driver") == _driver_version()
+        offline = bool(meta.get("cubin"))
+        add_cuda_overload(disp, argtypes, state, relink=not own and not offline)
+        if offline and not own and on_device and not load_or_relink(disp.overloads[argtypes]):
+            config.logger.debug("the driver refused the offline cubin of %s: linking its PTX", meta.get("kernel"))
 
     return load
 
@@ -331,10 +341,22 @@ def compile_cuda_offline(kernel: Kernel, argtypes: tuple, cc, disk) -> tuple[str
         raise CudaUnavailableError(f"compiling PTX needs NVVM and NVRTC: {missing.reason}", missing.code)
     disp = cuda_dispatcher(kernel, cc)
     argtypes = tuple(argtypes)
+    meta: dict = {}
+
+    def compile_fn():
+        kern = compile_cuda_for_cc(disp, argtypes, cc)
+        if find_ptxas() is not None:  # a cubin beside the PTX: the device loads it without a JIT
+            try:
+                if add_offline_cubin(kern, cc, assemble):
+                    meta["cubin"] = f"ptxas {ptxas_version()}"
+            except RuntimeError as e:  # ptxas refused or failed: the entry keeps its PTX only
+                config.logger.debug("no offline cubin for %s: %s", kernel.qualname, e)
+        return kern
+
     if argtypes in disp.overloads:
         status = "memory"
     else:
-        status = _through_cache_cuda(kernel, disp, argtypes, cc, disk, lambda: compile_cuda_for_cc(disp, argtypes, cc))
+        status = _through_cache_cuda(kernel, disp, argtypes, cc, disk, compile_fn, meta=meta, on_device=False)
     return status, ptx_for_cc(disp.overloads[argtypes], cc)
 
 

@@ -26,7 +26,9 @@ Private API                                             Used by
 ``_reduce_states``)                                     ``cuda_overload_state``
 ``_Kernel._codelibrary`` (``get_cubin``,                ``link_cubin``, ``ptx_for_cc``,
 ``get_asm_str``, ``get_cufunc``, ``_cubin_cache``,      ``kernel_attributes``, ``add_cuda_overload``,
-``_linkerinfo_cache``)                                  ``allow_dynamic_shared_mem``
+``_linkerinfo_cache``, ``_linking_files``,              ``allow_dynamic_shared_mem``,
+``_max_registers``, ``needs_cudadevrt``,             ``add_offline_cubin``, ``load_or_relink``
+``_cufunc_cache``)
 ``numba.cuda.dispatcher.get_current_device``,           ``pretend_device`` (patched, under
 ``numba.cuda.codegen.devices``, ``global_compiler_lock``  numba-cuda's compiler lock)
 ``cudadrv.driver``: ``driver``, ``binding``,            ``allow_dynamic_shared_mem``, ``memset_zero``,
@@ -58,6 +60,8 @@ __all__ = [
     "link_cubin",
     "cuda_overload_state",
     "add_cuda_overload",
+    "add_offline_cubin",
+    "load_or_relink",
     "compile_cuda_for_cc",
     "ptx_for_cc",
     "pretend_device",
@@ -168,6 +172,37 @@ def compile_cuda_for_cc(dispatcher, argtypes: tuple, cc):
         kern = _Kernel(dispatcher.py_func, argtypes, **dispatcher.targetoptions)
     dispatcher.add_overload(kern, argtypes)
     return kern
+
+
+def add_offline_cubin(kern, cc, assemble) -> bool:
+    """Give an overload compiled with no GPU the cubin ``assemble(ptx)`` makes (ptxas); False if it cannot.
+
+    Only a kernel whose link step is its PTX alone qualifies: one that links other files
+    (cudadevrt for grid sync, user libraries) or caps registers is left to the driver's linker.
+    """
+    lib = kern._codelibrary
+    if lib._linking_files or lib.needs_cudadevrt or lib._max_registers:
+        return False
+    cubin, log = assemble(ptx_for_cc(kern, cc))
+    lib._cubin_cache[cuda_arch(cc)] = cubin
+    lib._linkerinfo_cache[cuda_arch(cc)] = log
+    return True
+
+
+def load_or_relink(kern) -> bool:
+    """Load a stored cubin on the current device now; if the driver refuses it, drop it (the PTX is linked).
+
+    Returns True when the stored cubin loaded. Call inside the device's context.
+    """
+    lib = kern._codelibrary
+    try:
+        lib.get_cufunc()
+        return True
+    except Exception:  # noqa: BLE001 - any refusal (CUDA_ERROR_INVALID_SOURCE, NO_BINARY_FOR_GPU, ...)
+        lib._cubin_cache.clear()
+        lib._linkerinfo_cache.clear()
+        lib._cufunc_cache.clear()
+        return False
 
 
 def ptx_for_cc(kern, cc) -> str:

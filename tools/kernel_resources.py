@@ -50,10 +50,10 @@ SASS_CLASSES = {"DFMA": r"DFMA", "DADD/DMUL": r"D(ADD|MUL)", "LDG": r"LDG", "LDS
 
 
 def find_tool(name: str) -> str | None:
-    """``name`` from an NVIDIA wheel in this environment (cu12 or cu13 layout), else from PATH."""
+    """``name`` (nvdisasm, cuobjdump) from an NVIDIA wheel in this environment, else from PATH."""
     import importlib.util
 
-    for package in ("nvidia.cuda_nvcc", "nvidia.cuda_nvdisasm", "nvidia.cuda_cuobjdump", "nvidia.cu13", "nvidia"):
+    for package in ("nvidia.cuda_nvdisasm", "nvidia.cuda_cuobjdump", "nvidia.cu13", "nvidia"):
         try:
             spec = importlib.util.find_spec(package)
         except (ImportError, ValueError):
@@ -182,7 +182,9 @@ def main(argv=None) -> int:
     p.add_argument("--cc", type=_ccs, default=[(8, 0), (9, 0)], help="compute capabilities (default 80,90)")
     p.add_argument("--out", type=Path, help="write <out>.json and <out>.md")
     args = p.parse_args(argv)
-    ptxas = find_tool("ptxas")
+    from kernelrt.ptxas import find_ptxas
+
+    ptxas = find_ptxas()
     if ptxas is None:
         print("ptxas not found: pip install nvidia-cuda-nvcc-cu12 (numba-cuda's cu12 extra brings it)", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrt.ptxas import find_ptxas
 from tests.support.layers import requires_nvrtc
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "kernel_resources.py"
@@ -21,7 +22,7 @@ _spec = importlib.util.spec_from_file_location("kernel_resources", TOOL)
 kr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kr)
 
-PTXAS = kr.find_tool("ptxas")
+PTXAS = find_ptxas()
 
 
 def _hot_specs():

@@ -19,7 +19,8 @@ PACKAGES = {"kernelrt": ROOT / "kernelrt", "kernelrt.kernels": ROOT / "kernels"}
 MAX_LINES = 400
 # Private numba / numba-cuda names kernelrt needs; numba_internals.py lists each one.
 NUMBA_PRIVATE = {"_compile_for_args", "_codelibrary", "_reduce", "_rebuild", "_reduce_states",
-                 "_cubin_cache", "_linkerinfo_cache", "_Kernel", "_defn"}
+                 "_cubin_cache", "_linkerinfo_cache", "_Kernel", "_defn",
+                 "_linking_files", "_max_registers", "_cufunc_cache"}
 
 
 def _modules() -> dict[str, Path]:
