@@ -276,8 +276,8 @@ def plot_results(result: dict, stem: Path) -> list[Path]:
         if bw_panels:
             peak = next((e["extra_info"]["peak_bandwidth"] for rows in figs.values() for e in rows
                          if "peak_bandwidth" in e["extra_info"]), None)
-            written.append(_figure(plt, bw_panels, figs, "achieved bandwidth [GB/s]",
-                                   f"{suite}: memory bandwidth, higher is better\n{where}",
+            written.append(_figure(plt, bw_panels, figs, "kernel bytes / time [GB/s]",
+                                   f"{suite}: effective rate of the timed call (end to end: copies included), higher is better\n{where}",
                                    stem.parent / f"{stem.name}-{suite}-bandwidth.png", log=False,
                                    baseline=peak / 1e9 if peak else None, baseline_label="device peak"))
         rate_panels = {n: (s, lambda e: e["extra_info"]["throughput"]) for n, s in series.items()
