@@ -22,9 +22,9 @@ kernel of each variant (``row_values``, ``finish_mass``): a shared-memory sum pe
 one atomic add per block into a device counter, and the block that finishes last leaves
 the total in the counter's word 2 and its other words zeroed for the next launch. No
 extra launch, no memset and no copy: the host reads the counter when it needs the counts
-(``Assembled.counts``), or copies it asynchronously with the results. Those two kernels
-hold barriers, so they are ``@cuda_kernel``s with CPU twins that count in their loops;
-``row_values`` writes every flags word and every value, so its outputs need no zeroing.
+(``Assembled.counts``) or copies it with the results. Both kernels hold barriers: they are
+``@cuda_kernel``s whose CPU twins count in their loops. ``row_values`` writes every value
+and flags word, so its outputs need no zeroing.
 """
 
 from __future__ import annotations
@@ -40,16 +40,8 @@ import kernelrt
 from .placement import BLOCK, blocks
 
 __all__ = [
-    "face_terms",
-    "row_values",
-    "face_values_atomic",
-    "finish_mass",
-    "Assembled",
-    "assemble_values",
-    "new_counter",
-    "assembly_kernels",
-    "ISOLATED",
-    "COUNTER_WORDS",
+    "face_terms", "row_terms", "count_block", "row_values", "face_values_atomic", "finish_mass", "Assembled",
+    "assemble_values", "new_counter", "assembly_kernels", "ISOLATED", "COUNTER_WORDS",
 ]
 
 ISOLATED = 4294967296  # 2**32: the isolated-vertex unit inside a flags word
@@ -156,25 +148,20 @@ def row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals,
         acc += vals[s, q]
     vals[s, diag_slot[i]] = -acc
     mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
-    if m <= 0.0:
-        return bad + ISOLATED
-    return bad
+    return bad + ISOLATED if m <= 0.0 else bad
 
 
 @cuda.jit(device=True)
 def count_block(word, count):
-    """Add this block's flags words to ``count[0]``; the block that finishes last moves the
-    total to ``count[2]`` and zeroes words 0 and 1 for the next launch.
-
-    Every thread of the block must call it (it holds barriers). One global atomic per
-    block for the sum, only where a word is not zero (rare), and one for the ticket.
-    """
+    """Add this block's flags words to ``count[0]``; the last block to finish moves the total
+    to ``count[2]`` and zeroes words 0 and 1 for the next launch. Every thread of the block
+    calls it (barriers). Global atomics: one per block for the sum, only where a word is
+    not zero (rare), and one for the ticket."""
     tile = cuda.shared.array(1, numba.int64)
     first = cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0
     if first:
         tile[0] = 0
-    # the same answer in every thread, so the barrier below is uniform; an int, not the
-    # word itself: the intrinsic takes an int32, and a word can be 2**32
+    # the same answer in every thread (a uniform barrier below); an int32, never the word (2**32)
     if cuda.syncthreads_or(1 if word != 0 else 0):
         if word != 0:
             cuda.atomic.add(tile, 0, word)
@@ -201,8 +188,7 @@ def row_values(V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass
 
 @row_values.cpu
 def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass, flags, count):
-    # the loops of a generated @kernel(ndim=2): subjects in parallel when there are enough
-    # of them, else the rows of each subject in parallel
+    # a generated @kernel(ndim=2)'s loops: subjects in parallel if enough, else rows
     n_rows = min(diag_slot.shape[0], grid[0] * block[0])
     n_subj = min(vals.shape[0], grid[1] * block[1])
     total = 0
@@ -329,8 +315,7 @@ class Assembled:
     (S, N) and ``count``, the flag counter (word 2: the launch's flags sum once it is done).
 
     ``counts()`` reads the counter when first asked (on CUDA a copy that waits for the
-    launch), unless the caller copied it and handed the sum over (``set_total``).
-    Unpacking gives the earlier ``(vals, mass, n_degenerate, n_isolated)``, reading the counts.
+    launch). Unpacking gives the earlier ``(vals, mass, n_degenerate, n_isolated)``.
     """
 
     __slots__ = ("vals", "mass", "flags", "count", "_backend", "_total")
@@ -339,9 +324,6 @@ class Assembled:
         self.vals, self.mass, self.flags, self.count = vals, mass, flags, count
         self._backend = backend
         self._total = None
-
-    def set_total(self, total) -> None:
-        self._total = int(total)
 
     def counts(self) -> tuple[int, int]:
         """``(n_degenerate, n_isolated)`` summed over the subjects."""
