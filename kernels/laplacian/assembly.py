@@ -186,22 +186,28 @@ def row_values(V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass
     count_block(word, count)  # every thread gets here: no early return above
 
 
+# inlined at numba IR level on the CPU (a call per row costs); numba-cuda refuses that
+# inlining of a register_jitable function, and NVVM inlines it anyway
+_row_terms_cpu = numba.njit(inline="always")(row_terms)
+
+
 @row_values.cpu
 def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass, flags, count):
-    # a generated @kernel(ndim=2)'s loops: subjects in parallel if enough, else rows
+    # a generated @kernel(ndim=2)'s loops and threshold (CPUBackend's min_rows, a constant
+    # here): subjects in parallel if enough, else rows
     n_rows = min(diag_slot.shape[0], grid[0] * block[0])
     n_subj = min(vals.shape[0], grid[1] * block[1])
     total = 0
-    if n_subj >= 4 * numba.get_num_threads():
+    if n_subj >= 4 * numba.config.NUMBA_NUM_THREADS:
         for s in numba.prange(n_subj):
             for i in range(n_rows):
-                word = row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
                 flags[s, i] = word
                 total += word
     else:
         for s in range(n_subj):
             for i in numba.prange(n_rows):
-                word = row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
                 flags[s, i] = word
                 total += word
     count[2] = total

@@ -92,36 +92,38 @@ def run_on_device(backend, tables, V3: np.ndarray, variant: str, nnz: int, keep_
 def _pipeline(backend, tables, V3, variant, nnz, chunk, n_slots, pool):
     S, N = V3.shape[0], V3.shape[1]
     starts = list(range(0, S, chunk))
-    slots = [pool.take(backend, chunk, N, nnz, True, new_counter) for _ in range(n_slots)]
+    upload = not backend.is_device_array(V3)
     vals_h = np.empty((S, nnz), np.float64)
     mass_h = np.empty((S, N), np.float64)
     counts_h = np.zeros((len(starts), COUNTER_WORDS), np.int64)
+    with backend.activated():  # numba's copies below run in the current device's context
+        slots = [pool.take(backend, chunk, N, nnz, True, new_counter) for _ in range(n_slots)]
 
-    def launch(c):
-        a, b = starts[c], min(S, starts[c] + chunk)
-        scratch = slots[c % n_slots]
-        V = V3[a:b]
-        if not backend.is_device_array(V):
-            V = _into_device(np.ascontiguousarray(V), scratch.verts[: b - a], scratch.stream)
-        return assemble_values(backend, tables, V, variant, scratch=scratch, stream=scratch.stream)
+        def launch(c):
+            a, b = starts[c], min(S, starts[c] + chunk)
+            scratch = slots[c % n_slots]
+            V = V3[a:b]
+            if upload:
+                V = _into_device(np.ascontiguousarray(V), scratch.verts[: b - a], scratch.stream)
+            return assemble_values(backend, tables, V, variant, scratch=scratch, stream=scratch.stream)
 
-    pending = launch(0)
-    for c, a in enumerate(starts):
-        b = min(S, a + chunk)
-        done, stream = pending, slots[c % n_slots].stream
-        # two sets: queue the next chunk first, so its upload and kernel overlap this download
-        # (one set: the next chunk would overwrite this one's outputs, so it waits)
-        if n_slots == 2 and c + 1 < len(starts):
-            pending = launch(c + 1)
-        _into_host(backend, done.vals, vals_h[a:b], stream)
-        _into_host(backend, done.mass, mass_h[a:b], stream)
-        _into_host(backend, done.count, counts_h[c], stream)
-        if n_slots == 1 and c + 1 < len(starts):
-            stream.synchronize()
-            pending = launch(c + 1)
-    for scratch in slots:
-        scratch.stream.synchronize()
-        pool.give(scratch)
+        pending = launch(0)
+        for c, a in enumerate(starts):
+            b = min(S, a + chunk)
+            done, stream = pending, slots[c % n_slots].stream
+            # two sets: queue the next chunk first, so its upload and kernel overlap this
+            # download (one set: the next chunk would overwrite this one's outputs: it waits)
+            if n_slots == 2 and c + 1 < len(starts):
+                pending = launch(c + 1)
+            _into_host(backend, done.vals, vals_h[a:b], stream)
+            _into_host(backend, done.mass, mass_h[a:b], stream)
+            _into_host(backend, done.count, counts_h[c], stream)
+            if n_slots == 1 and c + 1 < len(starts):
+                stream.synchronize()
+                pending = launch(c + 1)
+        for scratch in slots:
+            scratch.stream.synchronize()
+            pool.give(scratch)
     total = int(counts_h[:, 2].sum())
     return vals_h, mass_h, total % ISOLATED, total // ISOLATED
 
