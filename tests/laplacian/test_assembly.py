@@ -8,6 +8,7 @@ the warnings read it. The simulator layer checks the CUDA side
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from tests.laplacian.assembly_reference import assemble_before, awkward_cohort
@@ -24,11 +25,15 @@ def cpu():
     return kernelrt.get_backend("cpu")
 
 
+# the CPU twins run rows in parallel for few subjects, subjects in parallel for many
+SUBJECT_PARALLEL = 4 * numba.config.NUMBA_NUM_THREADS
+
+
 @pytest.mark.parametrize("variant", ["deterministic", "atomic"])
-@pytest.mark.parametrize("n_subjects", [1, 3])  # one subject: rows in parallel; three: per subject
-def test_fused_count_gives_the_same_bits(cpu, variant, n_subjects):
-    V, F = awkward_cohort(1, 3)
-    V = V[:n_subjects] if n_subjects == 1 else V
+@pytest.mark.parametrize("level, n_subjects", [(1, 1), (1, 3), (0, SUBJECT_PARALLEL)])
+def test_fused_count_gives_the_same_bits(cpu, variant, level, n_subjects):
+    V, F = awkward_cohort(level, max(n_subjects, 2))
+    V = V[:n_subjects]
     topo = lap.MeshTopology(F, V.shape[1])
     tables = topo._tables(cpu, variant)
     done = assemble_values(cpu, tables, np.ascontiguousarray(V), variant)
