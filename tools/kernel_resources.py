@@ -41,7 +41,7 @@ RESERVED_SMEM = 1024  # the driver reserves 1 KiB of shared memory per block (cc
 REG_UNIT = 256  # registers are allocated per warp in units of 256
 # The block sizes the drivers launch each kernel with (threads per block); others: 128 and 256.
 BLOCKS = {"sfap_columns": 256, "sfap_response": 256, "sfap_delay": 256, "sfap_muap": 256,  # kernels/sfap/run.py
-          "sum_flags": 256, "csr_matmat": 128, "heat_step_block": 128, "cheb_step": 128}  # 2-D products: 128 in all
+          "csr_matmat": 128, "heat_step_block": 128, "cheb_step": 128}  # 2-D products: 128 in all
 DEFAULT_BLOCK = 128  # kernels/laplacian/placement.py BLOCK: every 1-D Laplacian kernel
 # The kernels that carry the GPU's work: a spill in one of these is a regression (tests/runtime/test_kernel_resources.py).
 HOT = ("sfap_columns", "sfap_response", "row_values", "csr_matmat", "cheb_step", "heat_step_block", "csr_matvec")

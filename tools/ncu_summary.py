@@ -21,7 +21,7 @@ SCALE = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
          "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
          "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
 KERNELS = ("sfap_columns", "sfap_response", "sfap_delay", "sfap_muap", "row_values", "face_values_atomic",
-           "finish_mass", "sum_flags", "csr_matvec", "csr_matmat", "heat_step_block", "heat_step", "cheb_step",
+           "finish_mass", "csr_matvec", "csr_matmat", "heat_step_block", "heat_step", "cheb_step",
            "random_fill")
 
 

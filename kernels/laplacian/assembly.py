@@ -6,9 +6,10 @@ Two variants fill the same CSR values (S, nnz), masses (S, N) and per-vertex fla
 * ``row_values`` (default, both backends): one thread per (row, subject). The thread
   visits its vertex's face corners, recomputes each face's cotangents from the face's
   corners in face order, writes ``L_ij`` for its own row, then ``L_ii`` as minus the
-  off-diagonal sum in column order and the clamped mass. No atomics, so results are
-  bitwise reproducible run to run; both ends of an edge evaluate the same expression,
-  so L is bitwise symmetric. On the CPU the sums happen in SpectralBrain's order.
+  off-diagonal sum in column order and the clamped mass (``row_terms``). No atomics on
+  the values, so results are bitwise reproducible run to run; both ends of an edge
+  evaluate the same expression, so L is bitwise symmetric. On the CPU the sums happen in
+  SpectralBrain's order.
 * ``face_values_atomic`` (CUDA, fp64 atomics, cc >= 6.0): one thread per (face,
   subject), 12 atomic adds (Σ w to the diagonals instead of a row sum), then
   ``finish_mass`` clamps. Its CPU twin loops the faces in order.
@@ -16,8 +17,14 @@ Two variants fill the same CSR values (S, nnz), masses (S, N) and per-vertex fla
 Per-face maths is exactly SpectralBrain 0.1.0's (``_drop_degenerate_faces`` and
 ``_cotangent_laplacian``; docs/laplacian.md): degenerate faces are masked to contribute 0.
 ``flags[s, i]`` = (degenerate faces whose corner 0 is i) + 2**32 * (i has no kept face),
-so one integer sum gives both counts for the warnings; flags start zeroed and only the
-rare non-zero rows are written.
+so one integer sum gives both counts for the warnings. That sum is taken inside the last
+kernel of each variant (``row_values``, ``finish_mass``): a shared-memory sum per block,
+one atomic add per block into a device counter, and the block that finishes last leaves
+the total in the counter's word 2 and its other words zeroed for the next launch. No
+extra launch, no memset and no copy: the host reads the counter when it needs the counts
+(``Assembled.counts``) or copies it with the results. Both kernels hold barriers: they are
+``@cuda_kernel``s whose CPU twins count in their loops. ``row_values`` writes every value
+and flags word, so its outputs need no zeroing.
 """
 
 from __future__ import annotations
@@ -33,17 +40,12 @@ import kernelrt
 from .placement import BLOCK, blocks
 
 __all__ = [
-    "face_terms",
-    "row_values",
-    "face_values_atomic",
-    "finish_mass",
-    "sum_flags",
-    "assemble_values",
-    "assembly_kernels",
-    "ISOLATED",
+    "face_terms", "row_terms", "count_block", "row_values", "face_values_atomic", "finish_mass", "Assembled",
+    "assemble_values", "new_counter", "assembly_kernels", "ISOLATED", "COUNTER_WORDS",
 ]
 
 ISOLATED = 4294967296  # 2**32: the isolated-vertex unit inside a flags word
+COUNTER_WORDS = 3  # a flag counter: [sum of the blocks so far, blocks done, the last launch's sum]
 MASS_FLOOR = 1e-20
 DEGENERATE_RTOL = 1e-12
 DBL_MAX = 1.7976931348623157e308
@@ -98,58 +100,117 @@ def face_terms(x0, y0, z0, x1, y1, z1, x2, y2, z2):
     return True, dot0, dot1, dot2, area2
 
 
-@kernelrt.kernel(ndim=2)
-def row_values(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass, flags):
+@kernelrt.device
+def row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass):
+    """Row i of subject s: its L entries and clamped mass; returns its flags word."""
+    r0 = indptr[i]
+    r1 = indptr[i + 1]
+    for q in range(r0, r1):
+        vals[s, q] = 0.0
+    m = 0.0
+    bad = 0
+    xi = V[s, i, 0]
+    yi = V[s, i, 1]
+    zi = V[s, i, 2]
+    for t in range(inc_ptr[i], inc_ptr[i + 1]):
+        c = inc[t] % 3  # this row's corner in the face; the others follow in face order
+        a = inc_nbr[2 * t]
+        b = inc_nbr[2 * t + 1]
+        xa = V[s, a, 0]
+        ya = V[s, a, 1]
+        za = V[s, a, 2]
+        xb = V[s, b, 0]
+        yb = V[s, b, 1]
+        zb = V[s, b, 2]
+        # Corners are passed in the face's own order so that every row evaluates a
+        # face identically (bitwise symmetric L). Edge (i, a) is opposite corner
+        # c+2, edge (i, b) opposite corner c+1.
+        if c == 0:
+            kept, dot0, dot1, dot2, area2 = face_terms(xi, yi, zi, xa, ya, za, xb, yb, zb)
+            da = dot2
+            db = dot1
+        elif c == 1:
+            kept, dot0, dot1, dot2, area2 = face_terms(xb, yb, zb, xi, yi, zi, xa, ya, za)
+            da = dot0
+            db = dot2
+        else:
+            kept, dot0, dot1, dot2, area2 = face_terms(xa, ya, za, xb, yb, zb, xi, yi, zi)
+            da = dot1
+            db = dot0
+        if kept:
+            vals[s, inc_slot[2 * t]] -= (da / area2) * 0.5
+            vals[s, inc_slot[2 * t + 1]] -= (db / area2) * 0.5
+            m += area2 / 2.0 / 3.0
+        elif c == 0:
+            bad += 1
+    acc = 0.0
+    for q in range(r0, r1):  # the diagonal slot still holds 0.0 here
+        acc += vals[s, q]
+    vals[s, diag_slot[i]] = -acc
+    mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
+    return bad + ISOLATED if m <= 0.0 else bad
+
+
+@cuda.jit(device=True)
+def count_block(word, count):
+    """Add this block's flags words to ``count[0]``; the last block to finish moves the total
+    to ``count[2]`` and zeroes words 0 and 1 for the next launch. Every thread of the block
+    calls it (barriers). Global atomics: one per block for the sum, only where a word is
+    not zero (rare), and one for the ticket."""
+    tile = cuda.shared.array(1, numba.int64)
+    first = cuda.threadIdx.x == 0 and cuda.threadIdx.y == 0
+    if first:
+        tile[0] = 0
+    # the same answer in every thread (a uniform barrier below); an int32, never the word (2**32)
+    if cuda.syncthreads_or(1 if word != 0 else 0):
+        if word != 0:
+            cuda.atomic.add(tile, 0, word)
+        cuda.syncthreads()
+        if first:
+            cuda.atomic.add(count, 0, tile[0])
+    if first:
+        cuda.threadfence()  # this block's sum reaches the device before its ticket does
+        if cuda.atomic.add(count, 1, 1) == cuda.gridDim.x * cuda.gridDim.y - 1:
+            count[2] = cuda.atomic.exch(count, 0, 0)  # the last block: every sum is in
+            cuda.atomic.exch(count, 1, 0)
+
+
+@kernelrt.cuda_kernel
+def row_values(V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass, flags, count):
+    """One thread per (row, subject): ``row_terms``, every flags word, their sum into ``count``."""
+    i, s = cuda.grid(2)
+    word = 0
     if i < diag_slot.shape[0] and s < vals.shape[0]:
-        r0 = indptr[i]
-        r1 = indptr[i + 1]
-        for q in range(r0, r1):
-            vals[s, q] = 0.0
-        m = 0.0
-        bad = 0
-        xi = V[s, i, 0]
-        yi = V[s, i, 1]
-        zi = V[s, i, 2]
-        for t in range(inc_ptr[i], inc_ptr[i + 1]):
-            c = inc[t] % 3  # this row's corner in the face; the others follow in face order
-            a = inc_nbr[2 * t]
-            b = inc_nbr[2 * t + 1]
-            xa = V[s, a, 0]
-            ya = V[s, a, 1]
-            za = V[s, a, 2]
-            xb = V[s, b, 0]
-            yb = V[s, b, 1]
-            zb = V[s, b, 2]
-            # Corners are passed in the face's own order so that every row evaluates a
-            # face identically (bitwise symmetric L). Edge (i, a) is opposite corner
-            # c+2, edge (i, b) opposite corner c+1.
-            if c == 0:
-                kept, dot0, dot1, dot2, area2 = face_terms(xi, yi, zi, xa, ya, za, xb, yb, zb)
-                da = dot2
-                db = dot1
-            elif c == 1:
-                kept, dot0, dot1, dot2, area2 = face_terms(xb, yb, zb, xi, yi, zi, xa, ya, za)
-                da = dot0
-                db = dot2
-            else:
-                kept, dot0, dot1, dot2, area2 = face_terms(xa, ya, za, xb, yb, zb, xi, yi, zi)
-                da = dot1
-                db = dot0
-            if kept:
-                vals[s, inc_slot[2 * t]] -= (da / area2) * 0.5
-                vals[s, inc_slot[2 * t + 1]] -= (db / area2) * 0.5
-                m += area2 / 2.0 / 3.0
-            elif c == 0:
-                bad += 1
-        acc = 0.0
-        for q in range(r0, r1):  # the diagonal slot still holds 0.0 here
-            acc += vals[s, q]
-        vals[s, diag_slot[i]] = -acc
-        if m <= 0.0:  # flags arrive zeroed: most rows write nothing
-            flags[s, i] = bad + ISOLATED
-        elif bad:
-            flags[s, i] = bad
-        mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
+        word = row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+        flags[s, i] = word
+    count_block(word, count)  # every thread gets here: no early return above
+
+
+# inlined at numba IR level on the CPU (a call per row costs); numba-cuda refuses that
+# inlining of a register_jitable function, and NVVM inlines it anyway
+_row_terms_cpu = numba.njit(inline="always")(row_terms)
+
+
+@row_values.cpu
+def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass, flags, count):
+    # a generated @kernel(ndim=2)'s loops and threshold (CPUBackend's min_rows, a constant
+    # here): subjects in parallel if enough, else rows
+    n_rows = min(diag_slot.shape[0], grid[0] * block[0])
+    n_subj = min(vals.shape[0], grid[1] * block[1])
+    total = 0
+    if n_subj >= 4 * numba.config.NUMBA_NUM_THREADS:
+        for s in numba.prange(n_subj):
+            for i in range(n_rows):
+                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+                flags[s, i] = word
+                total += word
+    else:
+        for s in range(n_subj):
+            for i in numba.prange(n_rows):
+                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+                flags[s, i] = word
+                total += word
+    count[2] = total
 
 
 @kernelrt.cuda_kernel(min_cc=(6, 0))
@@ -223,69 +284,94 @@ def _face_values_atomic_cpu(grid, block, V, faces, face_slots, vals, mass, flags
             mass[s, i2] += a3
 
 
-@kernelrt.kernel(ndim=2)
-def finish_mass(i, s, mass, flags):
+@kernelrt.cuda_kernel
+def finish_mass(mass, flags, count):
+    """Clamp the masses summed by ``face_values_atomic``; every final flags word into ``count``."""
+    i, s = cuda.grid(2)
+    word = 0
     if i < mass.shape[1] and s < mass.shape[0]:
         m = mass[s, i]
+        word = flags[s, i]  # the degenerate faces the face kernel counted
         if m <= 0.0:
-            flags[s, i] += ISOLATED
+            word += ISOLATED
+            flags[s, i] = word
         mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
+    count_block(word, count)
 
 
-_SUM_BLOCK = 256
+@finish_mass.cpu
+def _finish_mass_cpu(grid, block, mass, flags, count):
+    n_rows = min(mass.shape[1], grid[0] * block[0])
+    n_subj = min(mass.shape[0], grid[1] * block[1])
+    total = 0
+    for s in range(n_subj):
+        for i in numba.prange(n_rows):
+            m = mass[s, i]
+            word = flags[s, i]
+            if m <= 0.0:
+                word += ISOLATED
+                flags[s, i] = word
+            mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
+            total += word
+    count[2] = total
 
 
-@kernelrt.cuda_kernel
-def sum_flags(flags, out):
-    """out[0] += sum(flags): grid-stride partial sums, a shared-memory tree, one atomic per block."""
-    tile = cuda.shared.array(256, dtype=numba.int64)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    acc = 0
-    while i < flags.shape[0]:
-        acc += flags[i]
-        i += stride
-    tile[t] = acc
-    cuda.syncthreads()
-    half = cuda.blockDim.x // 2
-    while half > 0:
-        if t < half:
-            tile[t] += tile[t + half]
-        cuda.syncthreads()
-        half //= 2
-    if t == 0:
-        cuda.atomic.add(out, 0, tile[0])
+class Assembled:
+    """What one ``assemble_values`` launch made: ``vals`` (S, nnz), ``mass`` (S, N), ``flags``
+    (S, N) and ``count``, the flag counter (word 2: the launch's flags sum once it is done).
+
+    ``counts()`` reads the counter when first asked (on CUDA a copy that waits for the
+    launch). Unpacking gives the earlier ``(vals, mass, n_degenerate, n_isolated)``.
+    """
+
+    __slots__ = ("vals", "mass", "flags", "count", "_backend", "_total")
+
+    def __init__(self, backend, vals, mass, flags, count):
+        self.vals, self.mass, self.flags, self.count = vals, mass, flags, count
+        self._backend = backend
+        self._total = None
+
+    def counts(self) -> tuple[int, int]:
+        """``(n_degenerate, n_isolated)`` summed over the subjects."""
+        if self._total is None:
+            host = self.count if self._backend.name == "cpu" else self._backend.to_host(self.count)
+            self._total = int(host[2])
+        return self._total % ISOLATED, self._total // ISOLATED
+
+    def __iter__(self):
+        return iter((self.vals, self.mass, *self.counts()))
 
 
-@sum_flags.cpu
-def _sum_flags_cpu(grid, block, flags, out):
-    acc = 0
-    for i in numba.prange(flags.shape[0]):
-        acc += flags[i]
-    out[0] += acc
+def new_counter(backend):
+    """A flag counter (zeroed once: each launch leaves words 0 and 1 zeroed)."""
+    return backend.zeros(COUNTER_WORDS, np.int64)
 
 
-def assemble_values(backend, tables, V3, variant: str = "deterministic", pool=None):
+def assemble_values(backend, tables, V3, variant: str = "deterministic", pool=None, *, scratch=None,
+                    stream=None) -> Assembled:
     """Launch one assembly over all subjects of ``V3`` (S, N, 3) already on ``backend``.
 
-    ``tables`` are the topology's arrays on the same backend (a dict); ``pool`` (a
-    ``HostBufferPool``, CPU only) recycles the output memory of earlier calls. Returns
-    ``(vals (S, nnz), mass (S, N), n_degenerate, n_isolated)``: arrays on the backend,
-    counts summed over subjects.
+    ``tables`` are the topology's arrays on ``backend`` (a dict); ``pool`` (a
+    ``HostBufferPool``, CPU only) recycles the output memory of earlier calls. Nothing
+    waits for the device. ``scratch`` (a ``DeviceScratch``) gives the counter and, for the
+    deterministic variant, the flags and (if it has them) vals and mass to write, its first
+    S rows; the atomic variant sums into new zeroed arrays. ``stream``: the launch stream
+    (None: the backend's choice).
     """
     S, N = V3.shape[0], V3.shape[1]
     nnz = tables["indices"].shape[0]
     host = pool if (pool is not None and backend.name == "cpu") else None
     empty = host.empty if host else backend.allocate
     zeros = host.zeros if host else backend.zeros
-    if variant == "deterministic":
-        vals = empty((S, nnz), np.float64)
-        mass = empty((S, N), np.float64)
-        flags = zeros((S, N), np.int64)
+    count = scratch.count if scratch is not None else new_counter(backend)
+    if variant == "deterministic":  # the kernel writes every element: nothing to zero
+        own = scratch is not None and scratch.vals is not None
+        vals = scratch.vals[:S] if own else empty((S, nnz), np.float64)
+        mass = scratch.mass[:S] if own else empty((S, N), np.float64)
+        flags = scratch.flags[:S] if scratch is not None else empty((S, N), np.int64)
         backend.launch_kernel(
-            row_values, (blocks(N), S), (BLOCK, 1), V3, tables["inc_nbr"], tables["indptr"],
-            tables["inc_ptr"], tables["inc"], tables["inc_slot"], tables["diag_slot"], vals, mass, flags,
+            row_values, (blocks(N), S), (BLOCK, 1), V3, tables["inc_nbr"], tables["indptr"], tables["inc_ptr"],
+            tables["inc"], tables["inc_slot"], tables["diag_slot"], vals, mass, flags, count, stream=stream,
         )
     elif variant == "atomic":
         vals = zeros((S, nnz), np.float64)
@@ -294,31 +380,20 @@ def assemble_values(backend, tables, V3, variant: str = "deterministic", pool=No
         n_faces = tables["faces"].shape[0]
         backend.launch_kernel(
             face_values_atomic, (blocks(n_faces), S), (BLOCK, 1), V3, tables["faces"],
-            tables["face_slots"], vals, mass, flags,
+            tables["face_slots"], vals, mass, flags, stream=stream,
         )
-        backend.launch_kernel(finish_mass, (blocks(N), S), (BLOCK, 1), mass, flags)
+        backend.launch_kernel(finish_mass, (blocks(N), S), (BLOCK, 1), mass, flags, count, stream=stream)
     else:
         raise ValueError(f"variant must be 'deterministic' or 'atomic' (got {variant!r})")
-    total = _flag_total(backend, flags)
-    return vals, mass, int(total % ISOLATED), int(total // ISOLATED)
-
-
-def _flag_total(backend, flags) -> int:
-    if backend.name == "cpu":
-        return int(flags.sum())
-    out = backend.zeros(1, np.int64)
-    flat = flags.reshape(flags.shape[0] * flags.shape[1])
-    n_blocks = min(blocks(flat.shape[0], _SUM_BLOCK), 1024)
-    backend.launch_kernel(sum_flags, n_blocks, _SUM_BLOCK, flat, out)
-    return int(backend.to_host(out)[0])
+    return Assembled(backend, vals, mass, flags, count)
 
 
 def assembly_kernels(itype: str) -> dict:
     """(kernel, signature) per backend of every kernel ``assemble_values`` launches."""
     utype = "uint32" if itype == "int32" else itype  # see MeshTopology._on
     i1, i2 = f"{utype}[::1]", f"{utype}[:, ::1]"
-    f2, v3 = "float64[:, ::1]", "float64[:, :, ::1]"
-    rows = (row_values, f"{v3}, {i1}, {i1}, {i1}, {i1}, {i1}, {i1}, {f2}, {f2}, int64[:, ::1]")
-    atomic = (face_values_atomic, f"{v3}, {i2}, {i2}, {f2}, {f2}, int64[:, ::1]")
-    finish = (finish_mass, f"{f2}, int64[:, ::1]")
-    return {"cpu": [rows, atomic, finish], "cuda": [rows, atomic, finish, (sum_flags, "int64[::1], int64[::1]")]}
+    f2, v3, n1, n2 = "float64[:, ::1]", "float64[:, :, ::1]", "int64[::1]", "int64[:, ::1]"
+    rows = (row_values, f"{v3}, {i1}, {i1}, {i1}, {i1}, {i1}, {i1}, {f2}, {f2}, {n2}, {n1}")
+    atomic = (face_values_atomic, f"{v3}, {i2}, {i2}, {f2}, {f2}, {n2}")
+    finish = (finish_mass, f"{f2}, {n2}, {n1}")
+    return {"cpu": [rows, atomic, finish], "cuda": [rows, atomic, finish]}

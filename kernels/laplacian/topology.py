@@ -9,7 +9,9 @@ The CSR matrices returned share the topology's ``indptr`` / ``indices`` through
 read-only views: cheap to make, and an in-place edit (``eliminate_zeros``) raises
 instead of silently corrupting the pattern the next assembly relies on. Their values
 and masses come from a ``HostBufferPool``: memory of earlier results is reused only
-once nothing references those results any more.
+once nothing references those results any more. On a device, the working sets of
+assemblies (flags, flag counter, stream, and the vertices, values and masses of results
+that go back to the host) come from a ``DeviceBufferPool``, reused call after call.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import kernelrt
 
 from .assembly import assemble_values
 from .batching import run_on_device
-from .buffers import HostBufferPool
+from .buffers import DeviceBufferPool, HostBufferPool
 from .eigen import check_connected, eigenpairs
 from .factor import ShiftPattern
 from .inputs import (
@@ -109,6 +111,7 @@ class MeshTopology:
         self._device: dict[tuple, dict] = {}
         self._lock = threading.Lock()
         self._pool = HostBufferPool()  # recycles the host outputs of repeated assemblies
+        self._device_pool = DeviceBufferPool()  # and their device working sets (buffers.py)
         self._shift_pattern = None  # made by the first eigenpairs call
         self._last_evecs: dict[int, np.ndarray] = {}
 
@@ -264,7 +267,8 @@ class MeshTopology:
         if be.name == "cpu":
             vals, mass, n_bad, n_iso = assemble_values(be, tables, V3, variant, self._pool)
         else:
-            vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device)
+            vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device,
+                                                     self._device_pool)
         self._report_dropped(n_bad, n_iso, V3.shape[0])
         return vals, mass
 

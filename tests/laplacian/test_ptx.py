@@ -20,3 +20,9 @@ def test_compiles(kernel, signature, cc, cache_dir):
         # native fp64 atomics (sm_60+), not a compare-and-swap loop
         assert "atom.global.add.f64" in ptx or "red.global.add.f64" in ptx
         assert "atom.global.cas" not in ptx
+    if kernel.name in ("row_values", "finish_mass"):
+        # the fused flag count: one barrier vote, the block sum in shared memory, and the
+        # counter's ticket and reset: four global atomics in the code, none a CAS loop
+        assert "bar.red.or.pred" in ptx and "atom.shared.add.u64" in ptx
+        assert ptx.count("atom.global.") == 4 and "atom.global.exch.b64" in ptx
+        assert "\tcall" not in ptx  # the device functions are inlined

@@ -40,7 +40,7 @@ def test_specs_cover_both_targets_and_index_widths():
     s32 = lap.warm_specs()
     both = lap.warm_specs(("int32", "int64"))
     names = {k.name for k, _ in s32["cuda"]}
-    assert {"row_values", "face_values_atomic", "finish_mass", "sum_flags", "csr_matvec", "csr_matmat",
+    assert {"row_values", "face_values_atomic", "finish_mass", "csr_matvec", "csr_matmat",
             "heat_step", "heat_step_block", "cheb_step", "random_fill"} == names
     assert {"count_corners", "fill_corners", "row_candidates", "row_fill", "scatter_face_slots"} <= {
         k.name for k, _ in s32["cpu"]
