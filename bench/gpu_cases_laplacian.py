@@ -80,15 +80,18 @@ class LaplacianSetup:
         return self._assembly[key]
 
     def assembly_launcher(self, variant: str = "deterministic", subjects: int = 1):
-        """(label, launch()) of one value-kernel launch: ``row_values`` or ``face_values_atomic``."""
+        """(label, launch()) of one value-kernel launch: ``row_values`` (with its fused flag count) or ``face_values_atomic``."""
         from kernelrt.kernels.laplacian import assembly
         from kernelrt.kernels.laplacian.placement import BLOCK, blocks
 
         tables, V3, vals, mass, flags = self.assembly_buffers(variant, subjects)
         be = self.be
         if variant == "deterministic":
+            if ("counter", subjects) not in self._assembly:
+                self._assembly["counter", subjects] = assembly.new_counter(be)
+            counter = self._assembly["counter", subjects]
             args = (V3, tables["inc_nbr"], tables["indptr"], tables["inc_ptr"], tables["inc"], tables["inc_slot"],
-                    tables["diag_slot"], vals, mass, flags)
+                    tables["diag_slot"], vals, mass, flags, counter)
             return "row_values", lambda: be.launch_kernel(assembly.row_values, (blocks(self.n), subjects), (BLOCK, 1), *args)
         args = (V3, tables["faces"], tables["face_slots"], vals, mass, flags)
         n_faces = self.F.shape[0]
