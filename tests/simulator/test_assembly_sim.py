@@ -21,18 +21,6 @@ from kernelrt.kernels.laplacian.assembly import ISOLATED, assemble_values, new_c
 from kernelrt.kernels.laplacian.buffers import DeviceBufferPool
 
 
-@pytest.fixture
-def gpu60(cache_dir, monkeypatch):
-    """A simulated device with cc 6.0, enough for the fp64-atomic kernel."""
-    monkeypatch.setenv("KERNELRT_SIMULATOR_CC", "6.0")
-    discovery.probe.cache_clear()
-    try:
-        yield kernelrt.CUDABackend(0)
-    finally:
-        monkeypatch.delenv("KERNELRT_SIMULATOR_CC")
-        discovery.probe.cache_clear()
-
-
 @pytest.mark.parametrize("variant", ["deterministic", "atomic"])
 def test_fused_count_gives_the_same_bits(gpu60, variant):
     V, F = awkward_cohort(0, 3)  # 14 vertices, 3 subjects: 3 blocks count into one counter

@@ -18,18 +18,6 @@ from kernelrt import discovery
 from kernelrt.kernels import laplacian as lap
 
 
-@pytest.fixture
-def gpu60(cache_dir, monkeypatch):
-    """A simulated device with cc 6.0, enough for the fp64-atomic kernel."""
-    monkeypatch.setenv("KERNELRT_SIMULATOR_CC", "6.0")
-    discovery.probe.cache_clear()
-    try:
-        yield kernelrt.CUDABackend(0)
-    finally:
-        monkeypatch.delenv("KERNELRT_SIMULATOR_CC")
-        discovery.probe.cache_clear()
-
-
 @pytest.mark.parametrize("name", EDGE_CASES)
 def test_edge_cases_deterministic(gpu, name):
     V, F, L_ref, m_ref = edge_case(name)
