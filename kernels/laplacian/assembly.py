@@ -197,19 +197,21 @@ def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, dia
     # here): subjects in parallel if enough, else rows
     n_rows = min(diag_slot.shape[0], grid[0] * block[0])
     n_subj = min(vals.shape[0], grid[1] * block[1])
-    total = 0
     if n_subj >= 4 * numba.config.NUMBA_NUM_THREADS:
         for s in numba.prange(n_subj):
             for i in range(n_rows):
-                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
-                flags[s, i] = word
-                total += word
+                flags[s, i] = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
     else:
         for s in range(n_subj):
             for i in numba.prange(n_rows):
-                word = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
-                flags[s, i] = word
-                total += word
+                flags[s, i] = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
+    # summed after the loops, not as a prange reduction: numba's reduction analysis trips
+    # over the inlined row_terms' loop-carried counter under Python 3.12's bytecode
+    # ("unexpected cycle in lookup()")
+    total = 0
+    for s in range(n_subj):
+        for i in range(n_rows):
+            total += flags[s, i]
     count[2] = total
 
 
