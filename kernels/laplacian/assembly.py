@@ -205,9 +205,8 @@ def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, dia
         for s in range(n_subj):
             for i in numba.prange(n_rows):
                 flags[s, i] = _row_terms_cpu(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass)
-    # summed after the loops, not as a prange reduction: numba's reduction analysis trips
-    # over the inlined row_terms' loop-carried counter under Python 3.12's bytecode
-    # ("unexpected cycle in lookup()")
+    # summed here, not as a prange reduction: numba's reduction analysis fails on the
+    # inlined row_terms under Python 3.12 ("unexpected cycle in lookup()")
     total = 0
     for s in range(n_subj):
         for i in range(n_rows):
