@@ -6,7 +6,10 @@ from tests.support.layers import ROOT
 def test_ci_runs_the_readme_test_command():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
-    test_command = ci[ci.index("# The README's test command, verbatim:") + 1]
+    line = ci[ci.index("# The README's test command, verbatim:") + 1]
+    # a failing first suite must fail CI: set -e does not see a failure left of `&&`
+    assert line.endswith(" || exit 1"), line
+    test_command = line.removesuffix(" || exit 1")
     assert test_command.startswith("python -m pytest")
     assert f"```bash\n{test_command}\n```" in readme
 
