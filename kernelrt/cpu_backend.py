@@ -186,13 +186,9 @@ class CPUBackend(Backend):
 
     def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
         """``launch_kernel``'s checks once (``Backend.prepare``); a call goes to numba's dispatcher."""
-        try:
-            launch, k = self._launchers[kernel, grid, block, shared_mem]
-        except (KeyError, TypeError):
-            launch, k = self._launcher(kernel, grid, block, shared_mem, args)
+        launch, k = self._launcher(kernel, grid, block, shared_mem, args)
         check_kernel_arguments(k, args, backend=self.name, typeof=_typeof, declared=getattr(kernel, "argtypes", None))
         func, lead = launch.func, launch.args  # one flat partial per bind: the call is numba's dispatcher's
-
         return PreparedLaunch(kernel, k.name, args, stream, lambda bound: functools.partial(func, *lead, *bound))
 
     def _launcher(self, kernel, grid, block, shared_mem, args):

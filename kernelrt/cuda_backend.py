@@ -294,15 +294,7 @@ class CUDABackend(Backend):
             k, disp, cfg, check_all = self._launchers[kernel, grid, block, shared_mem]
         except (KeyError, TypeError):  # new configuration or unhashable input
             k, disp, cfg, check_all = self._launcher(kernel, grid, block, shared_mem)
-        foreign = None  # the first CuPy / PyTorch / DLPack argument
-        for i, a in enumerate(args):
-            kind = argument_kind(a)  # memoised per type: numba arrays and scalars pay a dict lookup
-            if kind is NUMBA or kind is FOREIGN:
-                self._check_on_this_device(a, "an argument array")
-                if foreign is None and kind is FOREIGN:
-                    foreign = i
-            elif kind is HOST:
-                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
+        foreign = self._first_foreign(k, args)
         with self.activated():
             waits = ()
             if foreign is None or self._simulated:
@@ -322,12 +314,23 @@ class CUDABackend(Backend):
             for producer in waits:  # join back: CuPy may hand these arrays' memory out again on
                 wait_for([launch_stream], producer)  # their own stream once they are freed
 
+    def _first_foreign(self, k, args):
+        """Check that every argument array is on this device (a host array raises, naming it);
+        the index of the first CuPy / PyTorch / DLPack argument, or None."""
+        foreign = None
+        for i, a in enumerate(args):
+            kind = argument_kind(a)  # memoised per type: numba arrays and scalars pay a dict lookup
+            if kind is NUMBA or kind is FOREIGN:
+                self._check_on_this_device(a, "an argument array")
+                if foreign is None and kind is FOREIGN:
+                    foreign = i
+            elif kind is HOST:
+                check_kernel_arguments(k, args, backend=self.name, typeof=cuda_typeof)  # raises: host array
+        return foreign
+
     def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
         """``launch_kernel``'s checks, views, stream plan and overload, once (``Backend.prepare``)."""
-        try:
-            k, disp, cfg, _ = self._launchers[kernel, grid, block, shared_mem]
-        except (KeyError, TypeError):
-            k, disp, cfg, _ = self._launcher(kernel, grid, block, shared_mem)
+        k, disp, cfg, _ = self._launcher(kernel, grid, block, shared_mem)
         s = None if stream is None else self._stream_arg(stream)
         binder = CudaBinder(self, k, disp, cfg, getattr(kernel, "argtypes", None), s)
         return PreparedLaunch(kernel, k.name, args, stream, binder)

@@ -24,7 +24,7 @@ simulator test, and the graph records the same launches in the same order.
 from __future__ import annotations
 
 from .arguments import check_kernel_arguments
-from .device_arrays import FOREIGN, HOST, NUMBA, argument_kind, cupy_module, launch_views
+from .device_arrays import cupy_module, launch_views
 from .numba_internals import core_stream, cuda_typeof, launch_overload, prepared_overload
 from .prepared import LaunchSequence, _repeats
 from .stream_order import plan_launch, stream_key, wait_for
@@ -46,15 +46,7 @@ class CudaBinder:
 
     def __call__(self, args) -> "CudaBound":
         be, k = self.be, self.k
-        foreign = None
-        for i, a in enumerate(args):
-            kind = argument_kind(a)
-            if kind is NUMBA or kind is FOREIGN:
-                be._check_on_this_device(a, "an argument array")
-                if foreign is None and kind is FOREIGN:
-                    foreign = i
-            elif kind is HOST:
-                check_kernel_arguments(k, args, backend="cuda", typeof=cuda_typeof)  # raises: host array
+        foreign = be._first_foreign(k, args)  # launch_kernel's device checks
         with be.activated():
             waits = ()
             if foreign is None or be.is_simulator:

@@ -80,12 +80,12 @@ class PinnedPool:
         with self._lock:
             best = None
             for slot in self._slots:
-                buf = slot.buf
-                if need <= buf.nbytes <= 2 * need + _GRAIN and sys.getrefcount(buf) <= _FREE_REFS:
-                    if best is None or buf.nbytes < best.buf.nbytes:
+                size = slot.buf.nbytes
+                if need <= size <= 2 * need + _GRAIN and self._is_free(slot):
+                    if best is None or size < best.buf.nbytes:
                         best = slot
             if best is None:
-                best = self._new_slot(-(-max(need, 1) // _GRAIN) * _GRAIN)
+                best = self._new_slot(-(-need // _GRAIN) * _GRAIN)
                 if best is None:
                     return None, None
             if best.pending is not None:

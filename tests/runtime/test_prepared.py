@@ -143,6 +143,7 @@ def test_the_cuda_binder_resolves_once_and_launches_the_overload(monkeypatch):
 
     class Backend:
         is_simulator, device_id, arrays = False, 0, "numba"
+        _first_foreign = kernelrt.CUDABackend._first_foreign  # the real argument checks
 
         def activated(self):
             return contextlib.nullcontext()
