@@ -335,8 +335,7 @@ class Assembled:
     def counts(self) -> tuple[int, int]:
         """``(n_degenerate, n_isolated)`` summed over the subjects."""
         if self._total is None:
-            host = self.count if self._backend.name == "cpu" else self._backend.to_host(self.count)
-            self._total = int(host[2])
+            self._total = int(self._backend.to_host(self.count)[2])
         return self._total % ISOLATED, self._total // ISOLATED
 
     def __iter__(self):

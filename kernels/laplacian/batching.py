@@ -19,8 +19,6 @@ read the counter for the report.
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 from numba import cuda
 
@@ -115,9 +113,10 @@ def _pipeline(backend, tables, V3, variant, nnz, chunk, n_slots, pool):
             # download (one set: the next chunk would overwrite this one's outputs: it waits)
             if n_slots == 2 and c + 1 < len(starts):
                 pending = launch(c + 1)
-            _into_host(backend, done.vals, vals_h[a:b], stream)
-            _into_host(backend, done.mass, mass_h[a:b], stream)
-            _into_host(backend, done.count, counts_h[c], stream)
+            # straight into the result rows, final once the stream is synchronised
+            backend.to_host(done.vals, stream=stream, out=vals_h[a:b])
+            backend.to_host(done.mass, stream=stream, out=mass_h[a:b])
+            backend.to_host(done.count, stream=stream, out=counts_h[c])
             if n_slots == 1 and c + 1 < len(starts):
                 stream.synchronize()
                 pending = launch(c + 1)
@@ -138,24 +137,3 @@ def _into_device(host: np.ndarray, d, stream):
     _numba_view(d).copy_to_device(host, stream=stream)
     return d
 
-
-def _into_host(backend, d, dest: np.ndarray, stream) -> None:
-    """Queue the copy of device array ``d`` into ``dest`` on ``stream`` (final once synchronised).
-
-    Uses ``backend.to_host(..., out=)`` where the backend has it, else numba's copy on a
-    view of ``d``. Into pageable memory the driver returns once the copy is done; into
-    pinned memory at once.
-    """
-    if _takes_out(type(backend)):
-        backend.to_host(d, stream=stream, out=dest)
-    else:
-        _numba_view(d).copy_to_host(dest, stream=stream)
-
-
-_OUT: dict[type, bool] = {}
-
-
-def _takes_out(kind: type) -> bool:
-    if kind not in _OUT:
-        _OUT[kind] = "out" in inspect.signature(kind.to_host).parameters
-    return _OUT[kind]
