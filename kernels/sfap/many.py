@@ -130,13 +130,17 @@ def pipelined(calls: list, backend, *, muap_only: bool = False, keep_on_device: 
     results: list = [None] * len(calls)
     running = None  # (i, started) of the unit queued on the device
 
-    def finish(i, started):
-        try:
-            results[i] = finish_call(backend, started, keep_on_device=keep_on_device, muap_only=muap_only)
-        except Exception as e:  # noqa: BLE001 - an error the device reports at the copy is this unit's
-            results[i] = TaskFailure(f"units[{i}]", e)
+    def settle(i, result):
+        results[i] = result
         if done is not None:
             done(i)
+
+    def finish(i, started):
+        try:
+            result = finish_call(backend, started, keep_on_device=keep_on_device, muap_only=muap_only)
+        except Exception as e:  # noqa: BLE001 - an error the device reports at the copy is this unit's
+            result = TaskFailure(f"units[{i}]", e)
+        settle(i, result)
 
     for i, kwargs in enumerate(calls):
         keep_raw = False if muap_only else kwargs.get("keep_raw", True)
@@ -149,16 +153,12 @@ def pipelined(calls: list, backend, *, muap_only: bool = False, keep_on_device: 
             finish(*running)
             running = None
         if unit is None:
-            results[i] = TaskFailure(f"units[{i}]", error)
-            if done is not None:
-                done(i)
+            settle(i, TaskFailure(f"units[{i}]", error))
             continue
         try:
             running = (i, start_call(backend, unit, ze, keep_raw=keep_raw, planned=planned))
         except Exception as e:  # noqa: BLE001
-            results[i] = TaskFailure(f"units[{i}]", e)
-            if done is not None:
-                done(i)
+            settle(i, TaskFailure(f"units[{i}]", e))
     if running is not None:
         finish(*running)
     return results
