@@ -110,29 +110,29 @@ def sass_mix(cubin: Path) -> dict | None:
     return counts
 
 
-def measure(kernel, signature: str, cc, ptxas: str, workdir: Path) -> dict:
+def measure(kernel, signature: str, cc, workdir: Path) -> dict:
     """Compile one kernel for ``cc`` offline, assemble it with ptxas, and describe its resources."""
     from kernelrt import compile_ptx
     from kernelrt.disk_cache import disk_cache_for
+    from kernelrt.ptxas import assemble
 
     ptx = compile_ptx(kernel, signature, cc, cache=disk_cache_for(workdir / "cache"))
-    stem = f"{kernel.name}.sm{cc[0]}{cc[1]}"
-    ptx_path, cubin = workdir / f"{stem}.ptx", workdir / f"{stem}.cubin"
-    ptx_path.write_text(ptx)
-    # numba-cuda targets the arch-specific variant on Hopper (.target sm_90a): assemble for that.
+    # numba-cuda targets the arch-specific variant on Hopper (.target sm_90a): assemble names it
     arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M).group(1)
-    run = subprocess.run([ptxas, f"-arch={arch}", "-v", "-o", str(cubin), str(ptx_path)],
-                         capture_output=True, text=True, check=False)
-    if run.returncode:
-        raise RuntimeError(f"ptxas failed on {kernel.name} for sm_{cc[0]}{cc[1]}: {run.stderr.strip()[-2000:]}")
-    res = parse_ptxas(run.stderr + run.stdout)
+    try:
+        code, log = assemble(ptx)  # ptxas -v: the resource lines are its log
+    except RuntimeError as e:
+        raise RuntimeError(f"{kernel.name} for sm_{cc[0]}{cc[1]}: {e}") from None
+    cubin = workdir / f"{kernel.name}.sm{cc[0]}{cc[1]}.cubin"
+    cubin.write_bytes(code)
+    res = parse_ptxas(log)
     threads = BLOCKS.get(kernel.name, DEFAULT_BLOCK)
     return {"kernel": kernel.name, "cc": f"{cc[0]}.{cc[1]}", "arch": arch, "signature": signature, **res,
             "occupancy": occupancy(res["registers"], res["static_smem"], threads, cc),
             "sass": sass_mix(cubin)}
 
 
-def collect(ccs, ptxas: str) -> list[dict]:
+def collect(ccs) -> list[dict]:
     from kernelrt.kernels import warm_specs
 
     rows, seen = [], set()
@@ -144,7 +144,7 @@ def collect(ccs, ptxas: str) -> list[dict]:
                 seen.add((kernel.name, signature, cc))
                 if kernel.min_cc is not None and tuple(cc) < tuple(kernel.min_cc):
                     continue
-                rows.append(measure(kernel, signature, cc, ptxas, Path(tmp)))
+                rows.append(measure(kernel, signature, cc, Path(tmp)))
     return rows
 
 
@@ -182,14 +182,13 @@ def main(argv=None) -> int:
     p.add_argument("--cc", type=_ccs, default=[(8, 0), (9, 0)], help="compute capabilities (default 80,90)")
     p.add_argument("--out", type=Path, help="write <out>.json and <out>.md")
     args = p.parse_args(argv)
-    from kernelrt.ptxas import find_ptxas
+    from kernelrt.ptxas import find_ptxas, ptxas_version
 
-    ptxas = find_ptxas()
-    if ptxas is None:
+    if find_ptxas() is None:
         print("ptxas not found: pip install nvidia-cuda-nvcc-cu12 (numba-cuda's cu12 extra brings it)", file=sys.stderr)
         return 2
-    version = subprocess.run([ptxas, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    rows = collect(args.cc, ptxas)
+    version = ptxas_version()
+    rows = collect(args.cc)
     table = markdown(rows, version)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

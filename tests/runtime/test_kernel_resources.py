@@ -10,6 +10,7 @@ cases of the CUDA occupancy rules.
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,9 @@ import pytest
 from kernelrt.ptxas import find_ptxas
 from tests.support.layers import requires_nvrtc
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "kernel_resources.py"
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "tools" / "kernel_resources.py"
+TABLE = ROOT / "bench" / "results" / "kernel-resources.json"
 _spec = importlib.util.spec_from_file_location("kernel_resources", TOOL)
 kr = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kr)
@@ -44,12 +47,22 @@ def test_hot_kernels_do_not_spill_on_sm90(tmp_path):
     assert {k.name for k, _ in specs} == set(kr.HOT)  # every hot kernel is still a built-in one
     spilled = []
     for kernel, signature in specs:
-        row = kr.measure(kernel, signature, (9, 0), PTXAS, tmp_path)
+        row = kr.measure(kernel, signature, (9, 0), tmp_path)
         assert row["registers"] > 0, row  # ptxas reported on this kernel
         if row["spill_stores"] or row["spill_loads"] or row["stack_bytes"]:
             spilled.append(f"{kernel.name}: {row['spill_stores']} B spill stores, {row['spill_loads']} B loads, "
                            f"{row['stack_bytes']} B stack at {row['registers']} registers")
     assert not spilled, "hot kernels spill to local memory on sm_90: " + "; ".join(spilled)
+
+
+def test_committed_table_is_of_todays_kernels():
+    # the table describes the kernels that run: a kernel added, removed or given another
+    # signature means running the tool again (python tools/kernel_resources.py --out ...)
+    from kernelrt.kernels import warm_specs
+
+    committed = {(row["kernel"], row["signature"]) for row in json.loads(TABLE.read_text())["kernels"]}
+    current = {(kernel.name, signature) for kernel, signature in warm_specs()["cuda"]}
+    assert committed == current, f"stale: only in the table {committed - current}; not in it {current - committed}"
 
 
 def test_ptxas_report_is_parsed():
