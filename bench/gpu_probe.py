@@ -41,12 +41,16 @@ SECTIONS = ("copies", "launch", "sfap", "laplacian", "eigen", "integrations", "d
 DEFAULT_BUDGET = 330.0
 
 
-def _sections(text: str) -> list[str]:
+def _names(text: str, allowed, listed: str) -> list[str]:
+    """The comma-separated names in ``text``, each one of ``allowed``; ``listed`` words the error."""
     names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in SECTIONS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"sections are {', '.join(SECTIONS)} (got {text!r})")
+    if not names or any(s not in allowed for s in names):
+        raise argparse.ArgumentTypeError(f"{listed} (got {text!r})")
     return list(dict.fromkeys(names))
+
+
+def _sections(text: str) -> list[str]:
+    return _names(text, SECTIONS, f"sections are {', '.join(SECTIONS)}")
 
 
 def _budget(text: str) -> float:
@@ -64,11 +68,7 @@ def _variant(text: str) -> list[str]:
 
     if text == "all":
         return list(GROUPS)
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    bad = [s for s in names if s not in GROUPS]
-    if bad or not names:
-        raise argparse.ArgumentTypeError(f"variant groups are {', '.join(GROUPS)} or all (got {text!r})")
-    return names
+    return _names(text, GROUPS, f"variant groups are {', '.join(GROUPS)} or all")
 
 
 def _peaks_arg(text: str):

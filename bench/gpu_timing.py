@@ -129,38 +129,38 @@ def kernel_only(probe: Probe, launch, n: int = 50) -> dict:
         per = (time.perf_counter() - t0) / n
         return {"seconds": per, "host_per_launch_s": per, "launches": n,
                 "timing": "simulated" if probe.kind == "simulated" else "wall"}
-    with be.activated():
-        start, end = be.event(), be.event()
-        start.record()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            launch()
-        host = (time.perf_counter() - t0) / n
-        end.record()
-        end.synchronize()
-        device = start.elapsed_time(end) / 1e3 / n
+    device, queued, _ = _event_pass(be, launch, n)
+    host = queued / n
     out = {"seconds": device, "host_per_launch_s": host, "launches": n, "timing": "cuda-events"}
     sleep = probe.sleeper()
     if host >= 0.8 * device and sleep is not None:
-        with be.activated():
-            before, start, end = be.event(), be.event(), be.event()
-            before.record()
-            sleep(2.0 * host * n + 1e-3)  # longer than queueing the launches takes
-            start.record()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                launch()
-            queued = time.perf_counter() - t0
-            end.record()
-            end.synchronize()
-            slept = before.elapsed_time(start) / 1e3
-            out["seconds"] = start.elapsed_time(end) / 1e3 / n
-        clean = queued < slept
+        sleep_s = 2.0 * queued + 1e-3  # longer than queueing the launches took
+        out["seconds"], queued, slept = _event_pass(be, launch, n, lambda: sleep(sleep_s))
+        clean = queued < slept  # the sleeper outlasted the queueing: the kernels ran back to back
         out.update(timing="cuda-events, queued behind a sleeper" if clean else "cuda-events (launch-bound: an upper bound)",
                    launch_bound_s=device, sleeper_s=slept, queued_s=queued)
     elif host >= 0.8 * device:
         out["timing"] = "cuda-events (launch-bound: an upper bound)"
     return out
+
+
+def _event_pass(be, launch, n: int, before=None) -> tuple[float, float, float | None]:
+    """CUDA events around ``n`` launches: (device seconds per launch, host seconds spent
+    queueing them, seconds ``before()`` kept the stream busy ahead of them, or None)."""
+    with be.activated():
+        mark, start, end = be.event(), be.event(), be.event()
+        if before is not None:
+            mark.record()
+            before()  # e.g. a sleeper kernel
+        start.record()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            launch()
+        queued = time.perf_counter() - t0
+        end.record()
+        end.synchronize()
+        slept = None if before is None else mark.elapsed_time(start) / 1e3
+        return start.elapsed_time(end) / 1e3 / n, queued, slept
 
 
 class SectionBudget:
