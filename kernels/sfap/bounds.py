@@ -61,7 +61,7 @@ def leading(holds, guess, n) -> np.ndarray:
 def plan_rows(unit: UnitPlan, f0: int, f1: int, out: FibreTables, o0: int, work: Work) -> None:
     """Row bounds per sample of fibres f0 .. f1 - 1, from x > 0 ⇔ σρ < v t.
 
-    Written in place into ``work``'s arrays (see ``_Work``); integer arithmetic is exact.
+    Written in place into ``work``'s arrays (``Work``); integer arithmetic is exact.
     """
     m, nt = f1 - f0, unit.t.shape[0]
     o = slice(o0, o0 + m)

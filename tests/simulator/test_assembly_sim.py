@@ -14,7 +14,6 @@ import pytest
 from tests.laplacian.assembly_reference import assemble_before, awkward_cohort
 
 import kernelrt
-from kernelrt import discovery
 from kernelrt.kernels import laplacian as lap
 from kernelrt.kernels.laplacian import batching
 from kernelrt.kernels.laplacian.assembly import ISOLATED, assemble_values, new_counter

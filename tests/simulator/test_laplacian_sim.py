@@ -14,7 +14,6 @@ import pytest
 from tests.support.laplacian_cases import EDGE_CASES, assemble_expecting_warnings, assert_matches_reference, edge_case
 
 import kernelrt
-from kernelrt import discovery
 from kernelrt.kernels import laplacian as lap
 
 
