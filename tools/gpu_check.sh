@@ -25,6 +25,7 @@
 # are appended to $OUT/gpu-check.log. Without $OUT, files go to bench/results/tmp/.
 #
 # Environment: PYTHON (default python3), KERNELRT_SITE (default /tmp/kernelrt-site),
+# KERNELRT_WHEELS (the wheels' folder, default .whl),
 # STEP_TIMEOUT, GPU_CHECK_QUICK=1 (small sizes in probe and bench), GPU_CHECK_ALLOW_CPU=1 (run
 # the steps even without a usable GPU: a dry run of this script, GPU tests then skip).
 set -uo pipefail
@@ -44,6 +45,7 @@ want() { [[ "$STEPS" == *" $1 "* ]]; }
 export PYTHONSAFEPATH=1 KERNELRT_REPO="$PWD" PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 SITE=${KERNELRT_SITE:-/tmp/kernelrt-site}
+WHEELS=${KERNELRT_WHEELS:-.whl}
 STEP_TIMEOUT=${STEP_TIMEOUT:-530}
 KEEP=bench/results/tmp
 DEST=${OUT:-$KEEP}
@@ -77,14 +79,14 @@ say "machine"
 install_deps() {
   mkdir -p "$SITE"
   local stamp="$SITE/.kernelrt-stamp" want_stamp
-  want_stamp="$(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | md5sum | cut -c1-8) $(ls .whl/*.whl 2>/dev/null | md5sum | cut -c1-8)"
+  want_stamp="$(git rev-parse HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | md5sum | cut -c1-8) $(ls "$WHEELS"/*.whl 2>/dev/null | md5sum | cut -c1-8)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want_stamp" ]; then echo "deps: already installed in $SITE"; return 0; fi
-  if ls .whl/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl \
-      || { echo "installing the wheels in .whl/ failed"; return 1; }
-    echo "installed $(ls .whl/*.whl | wc -l) wheels into $SITE ($(du -sh .whl | cut -f1) carried)"
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl \
+      || { echo "installing the wheels in $WHEELS/ failed"; return 1; }
+    echo "installed $(ls "$WHEELS"/*.whl | wc -l) wheels into $SITE ($(du -sh "$WHEELS" | cut -f1) carried)"
   else
-    echo "no .whl/ folder: using what $PY already has (run tools/fetch_gpu_wheels.sh where there is internet)"
+    echo "no wheels in $WHEELS/: using what $PY already has (run tools/fetch_gpu_wheels.sh where there is internet)"
   fi
   # Copy the two import packages into place (kernels/ is installed as kernelrt.kernels):
   # no build backend and no network needed.
@@ -96,7 +98,7 @@ install_deps() {
 }
 
 if want deps || [ ! -f "$SITE/.kernelrt-stamp" ]; then
-  say "deps: wheels from .whl/ and kernelrt from this checkout into $SITE (offline)"
+  say "deps: wheels from $WHEELS/ and kernelrt from this checkout into $SITE (offline)"
   install_deps 2>&1 | tee -a "$LOG"
   [ "${PIPESTATUS[0]}" -eq 0 ] || { fail "deps"; echo "GPU check FAILED: deps"; exit 1; }
 fi
@@ -111,7 +113,10 @@ QUICK=${GPU_CHECK_QUICK:+--quick}
 
 if want tests; then
   say "tests: pytest tests/gpu"
-  run_step tests "$KEEP/gpu-tests.txt" "$PY" -m pytest -q -p no:cacheprovider tests/gpu --junitxml="$KEEP/gpu-tests.xml"
+  # tests/ is a package, so pytest's default import mode puts the checkout first on sys.path,
+  # where kernelrt/ has no kernels/ (it is installed as kernelrt.kernels in $SITE): append it.
+  run_step tests "$KEEP/gpu-tests.txt" "$PY" -m pytest -q -p no:cacheprovider --import-mode=append tests/gpu \
+    --junitxml="$KEEP/gpu-tests.xml"
   tail -n 30 "$KEEP/gpu-tests.txt" | tee -a "$LOG"
   cp "$KEEP/gpu-tests.txt" "$DEST/" 2>/dev/null || true
 fi

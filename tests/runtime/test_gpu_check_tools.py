@@ -24,8 +24,10 @@ _spec.loader.exec_module(ncu_summary)
 
 
 def _run(*args, env=None, timeout=120):
+    # no wheels: a .whl/ fetched here for a GPU machine holds another Python's wheels
+    env = {"KERNELRT_WHEELS": os.devnull, **(env or {})}
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)
+                          env={**os.environ, **env}, cwd=ROOT)
 
 
 def test_help_lists_every_step():
@@ -55,6 +57,30 @@ def test_dry_run_deps_installs_this_checkout_and_writes_only_to_out(tmp_path):
     assert "already installed" in again.stdout
 
 
+def test_dry_run_tests_collects_the_gpu_layer_as_a_gpu_machine_does(tmp_path):
+    """The GPU machine has kernelrt copied into $SITE, not installed in editable mode.
+
+    There the checkout's kernelrt/ (no kernels/) must not shadow $SITE's: pytest's default import
+    mode put the checkout first and the 2026-11-26 sitting's tests step failed to collect. A
+    Python started with -S and site-packages on PYTHONPATH has no editable-install finder (.pth
+    files are not read), as on that machine.
+    """
+    import sysconfig
+
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    wrapper.chmod(0o755)
+    out_dir = tmp_path / "out"
+    paths = sysconfig.get_paths()
+    env = {"OUT": str(out_dir), "KERNELRT_SITE": str(tmp_path / "site"), "GPU_CHECK_ALLOW_CPU": "1",
+           "PYTHON": str(wrapper), "KERNELRT_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": os.pathsep.join(dict.fromkeys([paths["purelib"], paths["platlib"]]))}
+    out = _run("deps", "tests", env=env, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    report = (out_dir / "gpu-tests.txt").read_text()
+    assert "skipped" in report and "error" not in report.lower()
+
+
 RAW = """"ID","Process ID","Kernel Name","gpu__time_duration.sum","launch__registers_per_thread","dram__bytes_read.sum","dram__bytes_write.sum","sm__warps_active.avg.pct_of_peak_sustained_active","sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","smsp__thread_inst_executed_per_inst_executed.ratio"
 "","","","usecond","register/thread","Mbyte","Kbyte","%","%","sector","request",""
 "0","42","_ZN6cudapy7kernels4sfap7kernels12sfap_columnsB2v1E5ArrayIdLi2E","5,350.00","104","48.00","16,000.00","24.9","17.2","1,000","250","31.5"
@@ -74,6 +100,27 @@ def test_ncu_summary_reads_units_and_names(tmp_path):
     cols = lines[1].split()
     assert float(cols[4]) == pytest.approx(64.0)  # 48 MB read + 16 MB written
     assert float(cols[7]) == pytest.approx(4.0)  # 1,000 sectors / 250 requests
+
+
+H100_RAW = ROOT / "bench" / "results" / "2026-11-26-nvidia-h100-80gb-hbm3-ncu-raw.csv"
+
+
+def test_ncu_summary_reads_the_h100_sittings_csv():
+    """ncu 2025.3 writes "ms" and "Mbyte": the probe's CUDA events timed sfap_response at 51.6 us."""
+    rows = ncu_summary.read_rows(H100_RAW)
+    first = rows[0]
+    assert ncu_summary.short_name(first["Kernel Name"]) == "sfap_response"
+    assert first["gpu__time_duration.sum"] == pytest.approx(51.264e-6)
+    line = ncu_summary.summarize(rows)[1].split()
+    assert line[:2] == ["sfap_response", "51.3us"]
+    assert 400 < float(line[5]) < 700  # GB/s: 27.8 MB in 51 us, not the 1 GB/s of a 10^3 slip
+
+
+def test_ncu_summary_refuses_a_duration_in_an_unknown_unit(tmp_path):
+    path = tmp_path / "raw.csv"
+    path.write_text(RAW.replace('"usecond"', '"fortnight"'))
+    with pytest.raises(ValueError, match="gpu__time_duration.sum.*fortnight"):
+        ncu_summary.read_rows(path)
 
 
 def test_ncu_summary_refuses_an_empty_csv(tmp_path):
