@@ -16,10 +16,15 @@ import csv
 import re
 import sys
 
-# ncu's unit names and their factor to the base unit (seconds, bytes).
+# ncu's unit names and their factor to the base unit (seconds, bytes). Versions differ: 2025.3
+# (CUDA 13, the H100 of 2026-11-26) writes "ms"/"us"/"ns", older ones "msecond"/"usecond".
 SCALE = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+         "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0,
          "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
          "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
+# Metrics whose unit must be one of SCALE's: read with a unit it does not know, a duration would
+# silently be off by 10^3 (as the first H100 summary was: nanoseconds printed as microseconds).
+SCALED = {"gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"}
 KERNELS = ("sfap_columns", "sfap_response", "sfap_delay", "sfap_muap", "row_values", "face_values_atomic",
            "finish_mass", "csr_matvec", "csr_matmat", "heat_step_block", "heat_step", "cheb_step",
            "random_fill")
@@ -48,6 +53,8 @@ def read_rows(path) -> list[dict]:
     for values in body:
         row = {}
         for name, unit, value in zip(header, units, values):
+            if name in SCALED and unit not in SCALE:
+                raise ValueError(f"{path}: column {name!r} has the unit {unit!r}; expected one of {sorted(SCALE)}")
             text = value.replace(",", "")
             try:
                 row[name] = float(text) * SCALE.get(unit, 1.0)
