@@ -32,7 +32,6 @@ degree (``cheb_step``: Z = α(A Y − c Y) + β X), then runs QR and Rayleigh–
   step would wait there anyway (QR and eigh read b x b results on the host).
 """
 
-import contextlib
 import math
 import time
 
@@ -242,14 +241,17 @@ class _Block:
         return theta, y, w, res
 
 
-def _host_blas(be):
-    """One BLAS thread while the block is on the host, as the Cholesky route (eigen.py).
+def _host_blas():
+    """One BLAS thread for the host's share of the solve, on every backend.
 
-    The GEMMs are tall and thin (memory-bound), and OpenBLAS's spinning threads took the cores
-    from the filter's numba threads: on 2 cores at ico5, k = 50, the filter and CholeskyQR2
-    both ran ~1.5x slower with OpenBLAS's default pool.
+    On the CPU the GEMMs are tall and thin (memory-bound), and OpenBLAS's spinning threads took
+    the cores from the filter's numba threads: on 2 cores at ico5, k = 50, the filter and
+    CholeskyQR2 both ran ~1.5x slower with OpenBLAS's default pool. On a GPU the host keeps only
+    the b x b problems (Cholesky, eigh), far too small for threads: on the 16-core H100 machine
+    the default pool made the projected eigh 40-130 ms a call (7.1 s of 17.4 s at 655,362
+    vertices, k = 100; bench/results/2026-11-26-nvidia-h100-80gb-hbm3-probe.json).
     """
-    return threadpool_limits(limits=1, user_api="blas") if cupy_or_none(be) is None else contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _degree(fixed, theta, res, target, a, b, pending):
@@ -309,7 +311,7 @@ def chebyshev_eigenpairs(
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
-    with be.activated(), _host_blas(be):  # CuPy on the backend's device
+    with be.activated(), _host_blas():  # CuPy on the backend's device
         blk = _Block(LaplacianOperator(A, backend=be), cupy_or_none(be))
         xp, blk.phases["setup"] = blk.xp, blk._t - t0  # checks, scaling, λ_max, the operator's upload
         y0 = blk.random(n, b)

@@ -11,6 +11,7 @@ from kernelrt.kernels.laplacian import subspace
 from kernelrt.kernels.laplacian.chebyshev import chebyshev_eigenpairs, chebyshev_kernels
 from kernelrt.kernels.laplacian.eigen_report import device_report, report
 from kernelrt.kernels.laplacian.spmv import LaplacianOperator
+from tests.support.laplacian_cases import blas_threads_during_eigh
 
 
 def _mix(x):  # Wellons' lowbias32, in plain Python integers
@@ -93,6 +94,16 @@ def test_solve_uses_cholesky_qr_and_reports_phases(noisy):
     assert info["qr"]["cholesky"] >= info["qr"]["householder"]
     assert set(info["phases"]) == {"setup", "start", "filter", "qr", "rayleigh_ritz", "eigh"}
     assert all(v >= 0 for v in info["phases"].values()) and info["phases"]["filter"] > 0
+
+
+def test_projected_eigh_runs_on_one_blas_thread(noisy, monkeypatch):
+    """The b x b problems stay single-threaded (the GPU layer checks the CuPy route the same way)."""
+    from threadpoolctl import threadpool_limits
+
+    seen = blas_threads_during_eigh(monkeypatch)
+    with threadpool_limits(limits=2, user_api="blas"):  # a pool of 2 outside, whatever the machine
+        chebyshev_eigenpairs(*noisy, 16, backend="cpu")
+    assert seen and set(seen) == {1}
 
 
 def test_v0_wins_over_the_start_block(noisy):
