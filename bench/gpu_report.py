@@ -6,14 +6,15 @@ from bench/gpu_floors.py with its formula and work counts, the ratio time / floo
 a status: "ok" (a GPU figure), "cpu" (the CPU backend's wall clock against the nominal
 device's floor), "simulated" (the CUDA simulator: meaningless as speed), "error: ..."
 or "skipped: ...". The table printed last is one short line per row (the GPU tool
-keeps only the tail of the output).
+keeps only the tail of the output). ``python bench/gpu_report.py RESULT.json ...`` prints
+the rows of one or more probe results as a Markdown table (docs/gpu.md's results).
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["make_row", "error_row", "table_lines", "plot_ratios"]
+__all__ = ["make_row", "error_row", "table_lines", "markdown_lines", "plot_ratios"]
 
 
 def make_row(probe, section: str, case: str, what: str, timing: dict, floor: dict | None, **extra) -> dict:
@@ -73,6 +74,26 @@ def table_lines(result: dict) -> list[str]:
     return lines
 
 
+def _limit(row) -> str:
+    """The floor as a share of the time: 100% is the hardware limit (blank without a floor)."""
+    ratio = row.get("ratio")
+    return "" if not ratio else f"{100.0 / ratio:.0f}%" if ratio <= 20 else f"{100.0 / ratio:.1f}%"
+
+
+def markdown_lines(results: list[dict]) -> list[str]:
+    """Every row of the probe results as one Markdown table, in section order; errors keep their text."""
+    devices = sorted({f"{r['device']['name']} ({r['label']}, {r['date']}, commit {str(r.get('commit'))[:7]})"
+                      for r in results})
+    lines = [f"Probe rows: {'; '.join(devices)}. % of limit = floor / time.", "",
+             "| section | case | what | time | floor | % of limit | status |", "|---|---|---|---|---|---|---|"]
+    for result in results:
+        for name, sec in result["sections"].items():
+            for r in sec.get("rows", []):
+                lines.append(f"| {name} | {r['case']} | {r['what']} | {_time(r.get('seconds'))} | "
+                             f"{_time(r.get('floor_s'))} | {_limit(r)} | {r['status']} |")
+    return lines
+
+
 def plot_ratios(result: dict, path) -> bool:
     """One PNG: each row's time / floor, per section (log scale); False when matplotlib is missing or nothing to plot."""
     rows = [r for s in result["sections"].values() for r in s.get("rows", []) if r.get("ratio")]
@@ -100,3 +121,12 @@ def plot_ratios(result: dict, path) -> bool:
     fig.savefig(path)
     plt.close(fig)
     return True
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    if len(sys.argv) < 2:
+        sys.exit("usage: python bench/gpu_report.py PROBE.json [PROBE.json ...]  (prints a Markdown table)")
+    print("\n".join(markdown_lines([json.load(open(p)) for p in sys.argv[1:]])))

@@ -176,3 +176,23 @@ def test_kernelrt_bench_gpu_delegates_to_the_probe(tmp_path, cache):
     res = subprocess.run([sys.executable, "-m", "kernelrt.cli", "bench", "gpu", "sfap"], capture_output=True, text=True,
                          cwd=ROOT)
     assert res.returncode != 0 and "gpu runs alone (got gpu sfap)" in res.stderr
+
+
+def test_markdown_report_of_the_h100_results():
+    """``python bench/gpu_report.py`` on the committed H100 results: every row, % of limit = floor / time."""
+    results = [ROOT / "bench" / "results" / f"2026-11-26-nvidia-h100-80gb-hbm3-{name}.json" for name in ("probe", "eigen")]
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_report.py"), *map(str, results)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]  # rows after the header
+    rows = [r for p in results for s in json.loads(p.read_text())["sections"].values() for r in s.get("rows", [])]
+    assert len(table) == len(rows)
+    spmv = next(line for line in table if "| ico8 csr_matvec | kernel-only |" in line)
+    row = next(r for r in rows if r["case"] == "ico8 csr_matvec")
+    assert f"| {100 * row['floor_s'] / row['seconds']:.0f}% |" in spmv  # 61%: 2.05 TB/s of 3.35
+    assert "| eigen | eigen-ico7-k50 | e2e | 916.77ms |" in out.stdout
+
+
+def test_markdown_report_needs_a_file():
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_report.py")], capture_output=True, text=True)
+    assert out.returncode != 0 and "usage" in out.stderr
