@@ -105,7 +105,11 @@ def _myogen_row(probe) -> dict:
 
 
 def _dask_sizes(probe):
-    """(units, fibres, electrodes, dz, length), (subjects, level, k)."""
+    """(units, fibres, electrodes, dz, length), (subjects, level, k).
+
+    Each case's first call is timed on its own (``first_call_s``: the workers load CuPy and the
+    kernels), the second as the row's time, with the workers' per-task compute times from the
+    task stream (``task_compute_median_s``, ``task_compute_max_s``)."""
     if probe.kind == "simulated":
         return (2, 2, 2, 1.0, 10.0), (2, 1, 4)
     if probe.kind == "cpu":
@@ -148,16 +152,29 @@ def run_dask(probe, budget) -> list[dict]:
                     continue
                 try:
                     here = fn(None) if "cohort" not in label else cohort_spectra(meshes, k, backend=probe.backend)
-                    timing = e2e(probe, lambda: fn(client), 1)
-                    same = all(np.array_equal(a, b) for a, b in zip(ref(fn(client)), ref(here)))
+                    t0 = time.perf_counter()
+                    first = fn(client)  # the workers' first call loads CuPy and the kernels there
+                    first_s = time.perf_counter() - t0
+                    with distributed.get_task_stream(client) as stream:
+                        timing = e2e(probe, lambda: fn(client), 1)
+                    same = all(np.array_equal(a, b) for a, b in zip(ref(first), ref(here)))
                     rows.append(make_row(probe, "dask", f"2 workers: {label}", "e2e", timing, None,
                                          matches_no_client_bitwise=same, units=(nu, nf, ne, dz),
-                                         subjects=(ns, level, k), **info))
+                                         subjects=(ns, level, k), first_call_s=first_s,
+                                         **_task_seconds(stream.data), **info))
                 except Exception as error:  # noqa: BLE001
                     rows.append(error_row("dask", label, "e2e", error))
     except Exception as error:  # noqa: BLE001  (the cluster itself failed to start)
         rows.append(error_row("dask", "LocalCluster with KernelrtPlugin", "e2e", error))
     return rows
+
+
+def _task_seconds(tasks) -> dict:
+    """Per-task compute time on the workers (Dask's task stream): what one task costs a GPU worker."""
+    spans = [ss["stop"] - ss["start"] for t in tasks for ss in t.get("startstops", ()) if ss.get("action") == "compute"]
+    if not spans:
+        return {"tasks": 0}
+    return {"tasks": len(spans), "task_compute_median_s": float(np.median(spans)), "task_compute_max_s": max(spans)}
 
 
 # -- anchors -------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ SpMM with 50 columns kernel-only and end to end (L5, L6); one heat step kernel-o
 ``eigen``: ``eigenpairs(method="chebyshev")`` at ico6/ico7 (k = 50, 100) and ico8
 (k = 100), host arrays in and out, with the solver's phase timers when its result
 carries them (``phases``); floor from the products and iterations the run made (L8, L9).
+On CUDA, the CPU route (what ``eigenpairs`` picks on the CPU backend) on the same matrix up to
+ico7, with its time and the largest eigenvalue difference from the GPU route.
 """
 
 from __future__ import annotations
@@ -265,7 +267,40 @@ def run_eigen(probe, budget) -> list[dict]:
                              products=result.products, iterations=len(iterations), block=block,
                              max_residual=float(np.max(result.residuals)), phases=phases,
                              solver_seconds=getattr(result, "seconds", None)))
+        if probe.backend.name == "cuda":
+            rows += _cpu_route(probe, budget, name, level, (L, m), k, result, seconds)
     return rows
+
+
+# The CPU route on the GPU machine's cores, seconds (H100 machine, 16 cores, 2026-11-26: ico7 k = 50
+# took 16 s); at ico8 it took minutes, more than a sitting can spend.
+_CPU_ESTIMATE = {1: 2.0, 2: 2.0, 6: 8.0, 7: 30.0}
+
+
+def _cpu_route(probe, budget, name, level, Lm, k, gpu_result, gpu_seconds) -> list[dict]:
+    """What ``eigenpairs`` does on the CPU backend, on the same matrix in the same run, and how far apart."""
+    from kernelrt.kernels.laplacian import eigenpairs
+
+    label = f"{name} cpu route"
+    if level not in _CPU_ESTIMATE:
+        budget.skip(label, "the CPU route takes minutes at this size")
+        return []
+    if not budget.allows(label, _CPU_ESTIMATE[level]):
+        return []
+    try:
+        eigenpairs(*_small(min(2, level)), 4, backend="cpu")  # load the CPU kernels outside the timing
+        t0 = time.perf_counter()
+        ref = eigenpairs(*Lm, k, backend="cpu")
+        seconds = time.perf_counter() - t0
+    except Exception as error:  # noqa: BLE001
+        return [error_row("eigen", label, "e2e", error)]
+    diff = np.abs(np.asarray(gpu_result.evals) - np.asarray(ref.evals))
+    nz = ref.evals > 1e-10 * ref.evals.max()  # the zero eigenvalue has no relative error
+    return [make_row(probe, "eigen", label, "e2e", {"seconds": seconds, "timing": "wall", "rounds": 1}, None,
+                     vertices=Lm[0].shape[0], k=k, route=ref.route, max_residual=float(np.max(ref.residuals)),
+                     max_abs_eval_diff=float(diff.max()),
+                     max_rel_eval_diff=float((diff[nz] / ref.evals[nz]).max()) if nz.any() else 0.0,
+                     gpu_speedup=seconds / gpu_seconds)]
 
 
 def _small(level: int):

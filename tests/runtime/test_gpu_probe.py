@@ -81,6 +81,9 @@ def test_rows_have_floors_ratios_and_cpu_labels(quick_run):
     assert all(r["products"] > 0 and r["iterations"] > 0 and r["max_residual"] < 1e-8 for r in eigen)
     dask = [r for r in rows if r["section"] == "dask"]
     assert len(dask) == 2 and all(r["matches_no_client_bitwise"] for r in dask)
+    # per-task compute times from Dask's task stream, and the workers' first call on its own
+    assert all(r["tasks"] >= 2 and 0 < r["task_compute_median_s"] <= r["task_compute_max_s"] for r in dask)
+    assert all(r["first_call_s"] > 0 for r in dask)
 
 
 def test_sfap_floor_uses_the_cases_own_counts(quick_run):

@@ -36,6 +36,9 @@ def test_the_probe_runs_on_the_simulated_gpu(tmp_path):
     kernels = [r for r in rows if r["what"] == "kernel-only"]
     assert kernels and all(r["timing"] == "simulated" and r["floor_s"] > 0 for r in kernels)
     assert any(r["case"] == "numba kernel[grid, block]" for r in rows)
+    # the CPU route on the same matrix, with the eigenvalues' distance from the (simulated) GPU route's
+    (cpu_route,) = [r for r in rows if r["case"].endswith("cpu route")]
+    assert cpu_route["max_rel_eval_diff"] < 1e-9 and cpu_route["seconds"] > 0
     assert "(simulated)" in res.stdout.splitlines()[-1] or "simulated" in res.stdout
 
 
