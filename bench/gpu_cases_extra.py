@@ -105,11 +105,7 @@ def _myogen_row(probe) -> dict:
 
 
 def _dask_sizes(probe):
-    """(units, fibres, electrodes, dz, length), (subjects, level, k).
-
-    Each case's first call is timed on its own (``first_call_s``: the workers load CuPy and the
-    kernels), the second as the row's time, with the workers' per-task compute times from the
-    task stream (``task_compute_median_s``, ``task_compute_max_s``)."""
+    """(units, fibres, electrodes, dz, length), (subjects, level, k)."""
     if probe.kind == "simulated":
         return (2, 2, 2, 1.0, 10.0), (2, 1, 4)
     if probe.kind == "cpu":
@@ -118,6 +114,11 @@ def _dask_sizes(probe):
 
 
 def run_dask(probe, budget) -> list[dict]:
+    """``compute_many`` and ``cohort_spectra`` through a two-worker cluster, against the calls without one.
+
+    Each case's first call is timed on its own (``first_call_s``: the workers load CuPy and the
+    kernels), the second as the row's time, with the workers' per-task compute times from the
+    task stream (``task_compute_median_s``, ``task_compute_max_s``)."""
     if not _have("distributed"):
         budget.skip("dask", "dask.distributed is not installed (the distributed extra)")
         return []

@@ -23,7 +23,7 @@ SCALE = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
          "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
          "KiB": 1024.0, "MiB": 1024.0 ** 2, "GiB": 1024.0 ** 3}
 # Metrics whose unit must be one of SCALE's: read with a unit it does not know, a duration would
-# silently be off by 10^3 (as the first H100 summary was: nanoseconds printed as microseconds).
+# silently be off by 10^3 (as the first H100 summary was: milliseconds read as seconds).
 SCALED = {"gpu__time_duration.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"}
 KERNELS = ("sfap_columns", "sfap_response", "sfap_delay", "sfap_muap", "row_values", "face_values_atomic",
            "finish_mass", "csr_matvec", "csr_matmat", "heat_step_block", "heat_step", "cheb_step",

@@ -241,19 +241,6 @@ class _Block:
         return theta, y, w, res
 
 
-def _host_blas():
-    """One BLAS thread for the host's share of the solve, on every backend.
-
-    On the CPU the GEMMs are tall and thin (memory-bound), and OpenBLAS's spinning threads took
-    the cores from the filter's numba threads: on 2 cores at ico5, k = 50, the filter and
-    CholeskyQR2 both ran ~1.5x slower with OpenBLAS's default pool. On a GPU the host keeps only
-    the b x b problems (Cholesky, eigh), far too small for threads: on the 16-core H100 machine
-    the default pool made the projected eigh 40-130 ms a call (7.1 s of 17.4 s at 655,362
-    vertices, k = 100; bench/results/2026-11-26-nvidia-h100-80gb-hbm3-probe.json).
-    """
-    return threadpool_limits(limits=1, user_api="blas")
-
-
 def _degree(fixed, theta, res, target, a, b, pending):
     """The filter degree: ``fixed``, or enough for the slowest pending pair, capped by MAX_GAIN."""
     e, c = (b - a) / 2.0, (b + a) / 2.0
@@ -311,7 +298,13 @@ def chebyshev_eigenpairs(
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
-    with be.activated(), _host_blas():  # CuPy on the backend's device
+    # One BLAS thread for the host's share, on every backend. On the CPU the GEMMs are tall and
+    # thin (memory-bound) and OpenBLAS's spinning threads took the cores from the filter's numba
+    # threads (~1.5x slower on 2 cores at ico5, k = 50). On a GPU the host keeps only the b x b
+    # Cholesky and eigh, far too small for threads: on the 16-core H100 machine the default pool
+    # made each projected eigh 40-130 ms (7.1 s of 17.4 s at 655,362 vertices, k = 100;
+    # bench/results/2026-11-26-nvidia-h100-80gb-hbm3.md). CuPy runs on the backend's device.
+    with be.activated(), threadpool_limits(limits=1, user_api="blas"):
         blk = _Block(LaplacianOperator(A, backend=be), cupy_or_none(be))
         xp, blk.phases["setup"] = blk.xp, blk._t - t0  # checks, scaling, λ_max, the operator's upload
         y0 = blk.random(n, b)
