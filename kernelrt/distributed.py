@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -66,9 +67,12 @@ class KernelrtPlugin(WorkerPlugin):
             one core per worker thread (its nanny also sets BLAS to one thread), hence 1;
             a worker with ``nthreads=1`` on an N-core host may use N.
         cache_dir: the kernel cache directory of every backend on the worker; None keeps
-            the worker's own (``KERNELRT_CACHE_DIR``, else the user cache). Keep it on a
-            disk local to the host: on a network filesystem the cache's SQLite index and
-            locks are not safe across hosts (the plugin logs a warning there).
+            the worker's own (``KERNELRT_CACHE_DIR``, else the user cache). ``~`` and
+            ``$VARS`` are expanded on the worker (``"$TMPDIR/kernelrt"``: the job's own
+            scratch). Keep it on a disk local to the host (on a network filesystem the
+            cache's SQLite index and locks are not safe across hosts: the plugin logs a
+            warning there) and never in a directory other users can write (the cache
+            refuses one and compiles in memory).
         warm: the kernels to load (or compile) at start-up: module names whose
             ``warm_specs()`` lists them, callables returning such a dict, or None.
 
@@ -141,7 +145,7 @@ class KernelrtPlugin(WorkerPlugin):
         t0 = time.perf_counter()
         prepare_threading_layer()  # before numba picks one (worker_backend's set_num_threads would)
         if self.cache_dir is not None:
-            config.use_cache_dir(self.cache_dir)
+            config.use_cache_dir(_worker_path(self.cache_dir))
         cache_dir = resolve_cache_dir()
         network = network_filesystem(cache_dir)
         if network:
@@ -173,6 +177,22 @@ class KernelrtPlugin(WorkerPlugin):
 
     def teardown(self, worker) -> None:
         self.backend = None
+
+
+def _worker_path(path: str) -> str:
+    """``path`` with ``~`` and ``$VARS`` expanded in this (the worker's) environment.
+
+    A variable the worker lacks would leave a literal ``$TMPDIR`` directory in the working
+    directory, so it is an error naming the variable instead.
+    """
+    expanded = os.path.expanduser(os.path.expandvars(path))
+    unset = re.search(r"\$\{?(\w+)", expanded)
+    if unset:
+        raise ValueError(
+            f"KernelrtPlugin(cache_dir={path!r}): the environment variable {unset.group(1)} is not set "
+            f"on this worker; set it there or give a literal path"
+        )
+    return expanded
 
 
 def _specs(source) -> dict:

@@ -135,3 +135,18 @@ def test_a_plugin_that_failed_to_start_says_why_in_every_task():
             client.submit(_task_view, pure=False).result()
         (info,) = worker_info(client).values()
         assert info["error"].startswith("CudaUnavailableError")
+
+
+def test_the_cache_dir_is_expanded_on_the_worker(tmp_path, monkeypatch):
+    # "$TMPDIR/kernelrt" names the job's own scratch on each node: the worker's value, not
+    # the client's, and an unset variable is an error, not a literal "$TMPDIR" directory.
+    monkeypatch.setenv("KERNELRT_CACHE_DIR", str(tmp_path / "before"))
+    monkeypatch.setenv("KRT_TEST_SCRATCH", str(tmp_path / "scratch"))
+    plugin = KernelrtPlugin("cpu", cache_dir="$KRT_TEST_SCRATCH/kernelrt", warm=None)
+    info = plugin.start()
+    assert info["cache_dir"].startswith(str(tmp_path / "scratch" / "kernelrt"))
+
+    monkeypatch.delenv("KRT_TEST_SCRATCH")
+    with pytest.raises(ValueError, match="KRT_TEST_SCRATCH is not set on this worker"):
+        plugin.start()
+    assert "error" in plugin.info
