@@ -9,7 +9,8 @@ own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) a
 =========================  ===================================================
 ``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (``disk_cache.resolve_cache_dir``)
 ``KERNELRT_CACHE``         ``0`` disables the disk cache (memory cache only)
-``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2)
+``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2; at least
+                           1 MiB = 0.000977, finite)
 ``KERNELRT_DEBUG``         ``1`` logs cache and compile decisions at DEBUG level
 ``KERNELRT_DEBUG_KERNELS`` ``1`` makes backends built without ``debug=`` compile
                            debug kernels (CPU: bounds-checked; CUDA: ``debug=True``)
@@ -31,6 +32,7 @@ own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) a
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 __all__ = [
@@ -69,16 +71,33 @@ def disk_cache_enabled() -> bool:
     return _flag("KERNELRT_CACHE", True)
 
 
+# The smallest disk cache worth having: a compiled kernel's entry is 30-50 KB for a small
+# kernel and a few hundred KB for a large one, and SQLite's own pages count toward the
+# limit too; under 1 MiB each store would evict the entries before it, so the cache would
+# be silently off. Below it the setting is an error that points at KERNELRT_CACHE=0.
+MIN_CACHE_SIZE_GB = 2**-10
+
+
 def cache_size_limit_bytes() -> int:
-    value = os.environ.get("KERNELRT_CACHE_SIZE_GB", "2")
+    """``KERNELRT_CACHE_SIZE_GB`` (default 2) in bytes.
+
+    Raises:
+        ValueError: not a finite number, or below ``MIN_CACHE_SIZE_GB`` (1 MiB); the
+            message names the variable, the expected form and the value given.
+    """
+    value = os.environ.get("KERNELRT_CACHE_SIZE_GB") or "2"  # set but empty: the default
+    expected = f"a finite number of gigabytes >= {MIN_CACHE_SIZE_GB:.4g} (1 MiB), e.g. 2"
     try:
         gb = float(value)
     except ValueError:
+        gb = math.nan
+    if not math.isfinite(gb) or gb <= 0:
+        raise ValueError(f"KERNELRT_CACHE_SIZE_GB must be {expected} (got {value!r})")
+    if gb < MIN_CACHE_SIZE_GB:
         raise ValueError(
-            f"KERNELRT_CACHE_SIZE_GB must be a number of gigabytes (got {value!r})"
-        ) from None
-    if not gb > 0:
-        raise ValueError(f"KERNELRT_CACHE_SIZE_GB must be positive (got {value!r})")
+            f"KERNELRT_CACHE_SIZE_GB must be {expected}: a smaller cache cannot hold a compiled kernel "
+            f"(got {value!r}); to turn the disk cache off set KERNELRT_CACHE=0"
+        )
     return int(gb * 2**30)
 
 

@@ -9,9 +9,10 @@ entries are evicted past the size limit. On top of it kernelrt adds:
   recompiled), never a crash and never another kernel's code;
 * a per-key ``flock`` lock, so N processes that miss at once compile once while the
   others wait and then load (the kernel releases the lock if its holder dies);
-* security: entries are executable code, so the directory is created mode 0700 and
-  nothing is loaded from a directory, database or entry file that another user owns or
-  can write; kernelrt then warns once and compiles without the disk cache;
+* security: entries are executable code, so the directory is created mode 0700, and
+  nothing is loaded unless no other user can write it or rename a directory above it,
+  and nothing is ever unpickled inside diskcache (``cache_trust``); otherwise kernelrt
+  warns once, naming the path and the fix, and compiles without the disk cache;
 * degradation: a read-only or full disk turns the cache memory-only with one warning;
 * counters (hits, misses, compile seconds saved), per process and persisted.
 """
@@ -24,7 +25,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import stat
 import struct
 import threading
 import time
@@ -32,11 +32,19 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import diskcache
 import platformdirs
 
 from . import __version__, config
 from .cache_key import KEY_SCHEMA_VERSION
+from .cache_trust import (
+    TrustedCache,
+    UnsafeCacheError,
+    UnsafeDatabaseError,
+    chain_problem,
+    make_private_dirs,
+    open_lock,
+    private_subdir,
+)
 
 __all__ = ["DiskCache", "CacheStats", "EntryInfo", "resolve_cache_dir", "disk_cache_for", "cache_stats"]
 
@@ -86,19 +94,6 @@ class EntryInfo:
         return max(0.0, time.time() - self.created)
 
 
-def _ownership_problem(path: Path, st=None) -> str | None:
-    """Why ``path`` is unsafe to load code from, or None if only this user can write it."""
-    try:
-        st = st or path.stat()
-    except OSError as e:
-        return f"cannot stat {path}: {e.strerror}"
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{path} is writable by other users (mode {stat.filemode(st.st_mode)})"
-    return None
-
-
 class DiskCache:
     """Framed, locked, private key -> bytes store; see the module docstring."""
 
@@ -121,43 +116,46 @@ class DiskCache:
 
     def _open(self) -> None:
         try:
-            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dirs(self.directory)
+            # from here on the resolved path, checked whole: a symlink on the way that
+            # someone else controls cannot redirect later opens
+            self.directory = Path(os.path.realpath(self.directory))
         except OSError as e:
             self._degrade(f"cannot create {self.directory}: {e.strerror}")
             return
-        problem = _ownership_problem(self.directory)
-        if problem is None:
-            problem = _ownership_problem(self.directory.parent) if self._parent_is_ours() else None
+        problem = chain_problem(self.directory)
         if problem:
-            self._degrade(f"refusing to load kernels: {problem}; fix its permissions (chmod 700)")
+            self._refuse(problem)
             return
         try:
-            self._store = diskcache.Cache(
+            for sub in ("entries", "counters", "locks"):
+                private_subdir(self.directory / sub)
+            self._store = TrustedCache(
                 str(self.directory / "entries"),
                 size_limit=self.size_limit,
                 eviction_policy="least-recently-used",
                 cull_limit=2,  # evict a couple of entries per write, not diskcache's batch of 10
                 disk_min_file_size=2**16,
             )
-            self._counters = diskcache.Cache(str(self.directory / "counters"), eviction_policy="none")
-            (self.directory / "locks").mkdir(mode=0o700, exist_ok=True)
-            for sub in ("entries", "counters", "entries/cache.db"):
-                problem = _ownership_problem(self.directory / sub)
-                if problem:
-                    raise PermissionError(problem)
-        except PermissionError as e:
-            self._degrade(f"refusing to load kernels: {e}")
+            self._counters = TrustedCache(str(self.directory / "counters"), eviction_policy="none")
+        except UnsafeCacheError as e:
+            self._refuse(str(e))
         except (sqlite3.Error, OSError) as e:
             self._degrade(f"cannot open the cache in {self.directory}: {e}")
 
-    def _parent_is_ours(self) -> bool:
-        # The versioned directory sits in a root the user chose; check that root too,
-        # unless it is a shared system directory such as /tmp (sticky and not ours).
+    def _refuse(self, problem: str) -> None:
+        self._degrade(
+            f"refusing to load kernels: {problem}; make the cache directory and every directory above it "
+            "writable only by you or root (chown, chmod 700), or set KERNELRT_CACHE_DIR to a private directory"
+        )
+
+    @contextlib.contextmanager
+    def _checked(self):
+        """Turn an unsafe database, found on a new connection, into memory-only mode."""
         try:
-            st = self.directory.parent.stat()
-        except OSError:
-            return False
-        return not (st.st_mode & stat.S_ISVTX)
+            yield
+        except UnsafeDatabaseError as e:
+            self._refuse(str(e))
 
     def _degrade(self, reason: str) -> None:
         with self._lock:
@@ -190,13 +188,14 @@ class DiskCache:
                 return None
             if isinstance(handle, bytes):  # small values live in the (checked) database
                 blob = handle
-            else:  # large values are files of their own: check each before reading
+            else:  # large values are files of their own, opened and checked by TrustedDisk
                 with handle:
-                    problem = _ownership_problem(Path(handle.name), os.fstat(handle.fileno()))
-                    if problem:
-                        self.reject(key, f"unsafe entry: {problem}", delete=False)
-                        return None
                     blob = handle.read()
+        except UnsafeDatabaseError as e:
+            self._refuse(str(e))
+            return None
+        except UnsafeCacheError as e:  # a row in a pickle mode, a foreign file: never read
+            return self.reject(key, f"unsafe entry: {e}", delete=False)
         except (sqlite3.Error, OSError) as e:
             self._degrade(f"cannot read the cache: {e}")
             return None
@@ -234,7 +233,7 @@ class DiskCache:
 
     def discard(self, key: str) -> None:
         if self._store is not None:
-            with contextlib.suppress(sqlite3.Error, OSError):
+            with contextlib.suppress(sqlite3.Error, OSError, UnsafeCacheError):
                 self._store.delete(key)
 
     def store(self, key: str, payload: bytes, meta: dict) -> None:
@@ -247,21 +246,16 @@ class DiskCache:
         body = meta_bytes + payload
         header = _HEADER.pack(MAGIC, FORMAT_VERSION, key.encode(), hashlib.sha256(body).digest(), len(meta_bytes))
         try:
-            store.set(key, header + body, tag=meta.get("kernel"))
+            with self._checked():
+                store.set(key, header + body, tag=meta.get("kernel"))
         except (sqlite3.Error, OSError) as e:
             self._degrade(f"cannot write the cache (read-only or full disk?): {e}")
 
     @contextlib.contextmanager
     def lock(self, key: str):
         """Exclusive per-key lock across processes (a no-op when memory-only)."""
-        if self._store is None:
-            yield
-            return
-        path = self.directory / "locks" / f"{key[:32]}.lock"
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            self._degrade(f"cannot create lock file {path}: {e.strerror}")
+        fd = self._open_lock(key) if self._store is not None else None
+        if fd is None:
             yield
             return
         try:
@@ -269,6 +263,16 @@ class DiskCache:
             yield
         finally:
             os.close(fd)  # closing releases the flock
+
+    def _open_lock(self, key: str) -> int | None:
+        path = self.directory / "locks" / f"{key[:32]}.lock"
+        try:
+            return open_lock(path)
+        except UnsafeCacheError as e:  # a symlink or a foreign lock: memory-only from then on
+            self._refuse(str(e))
+        except OSError as e:
+            self._degrade(f"cannot create lock file {path}: {e.strerror}")
+        return None
 
     # -- counters ------------------------------------------------------------------
 
@@ -280,24 +284,26 @@ class DiskCache:
         if counters is None:
             return
         try:
-            for name, delta in deltas.items():
-                if isinstance(delta, float):
-                    counters.incr(name + "_us", int(delta * 1e6))
-                else:
-                    counters.incr(name, delta)
-        except (sqlite3.Error, OSError) as e:
+            with self._checked():
+                for name, delta in deltas.items():
+                    if isinstance(delta, float):
+                        counters.incr(name + "_us", int(delta * 1e6))
+                    else:
+                        counters.incr(name, delta)
+        except (sqlite3.Error, OSError, TypeError) as e:  # TypeError: a counter row not an int
             self._degrade(f"cannot update cache counters: {e}")
 
     def totals(self) -> CacheStats:
         """Counters summed over every process that used this cache directory."""
         out = CacheStats()
-        if self._counters is None:
+        counters = self._counters
+        if counters is None:
             return out
-        for name, value in asdict(out).items():
-            if isinstance(value, float):
-                setattr(out, name, self._counters.get(name + "_us", 0) / 1e6)
-            else:
-                setattr(out, name, self._counters.get(name, 0))
+        with self._checked():
+            for name, value in asdict(out).items():
+                stored = counters.get_trusted(name + "_us" if isinstance(value, float) else name, 0)
+                stored = stored if type(stored) is int else 0  # kernelrt only ever stores ints here
+                setattr(out, name, stored / 1e6 if isinstance(value, float) else stored)
         return out
 
     # -- management (CLI) -------------------------------------------------------------
@@ -306,8 +312,14 @@ class DiskCache:
         out = []
         if self._store is None:
             return out
-        for key in list(self._store.iterkeys()):
-            blob = self._store.get(key)
+        with self._checked():
+            out = self._entry_infos(self._store)
+        return sorted(out, key=lambda e: (e.kernel, e.target, e.created))
+
+    def _entry_infos(self, store) -> list[EntryInfo]:
+        out = []
+        for key in store.str_keys():
+            blob = store.get_trusted(key)
             if not isinstance(blob, bytes):
                 continue
             decoded = self._decode(key, blob)
@@ -325,21 +337,26 @@ class DiskCache:
                     meta=meta,
                 )
             )
-        return sorted(out, key=lambda e: (e.kernel, e.target, e.created))
+        return out
 
     def clear(self, kernel: str | None = None) -> int:
         """Remove every entry, or those of one kernel (by name); returns the count."""
-        if self._store is None:
+        store, counters, n = self._store, self._counters, 0
+        if store is None:
             return 0
-        if kernel is None:
-            n = self._store.clear()
-            if self._counters is not None:
-                self._counters.clear()
-            return n
-        return self._store.evict(kernel)
+        with self._checked():
+            if kernel is not None:
+                return store.evict(kernel)
+            n = store.clear()
+            if counters is not None:
+                counters.clear()
+        return n
 
     def volume(self) -> int:
-        return self._store.volume() if self._store is not None else 0
+        store = self._store
+        with self._checked():
+            return store.volume() if store is not None else 0
+        return 0
 
 
 _shared: dict = {}
