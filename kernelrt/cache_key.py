@@ -6,6 +6,13 @@ concatenation. ``function_fingerprint`` walks a kernel's bytecode for the global
 closure cells it reads and follows every jitted callee, in any module, recursively:
 an edit to a device function in another file, or to a global constant, changes the key
 (numba's own cache misses both: numba/numba#9483). Content is hashed, never mtimes.
+
+Each function is keyed by its code object, the very input numba compiles, never by its
+source text: ``inspect.getsource`` reads the file as it is now, so a file edited after
+its import would store the old machine code under the new source's key, for every later
+process to load (issue 25). Line numbers and file names are left out: moving a function
+keeps its key, as the source-text key did; they reach a binary only as debug info and
+as the line numbers of exceptions raised in compiled code, never its results.
 """
 
 from __future__ import annotations
@@ -15,7 +22,6 @@ import dis
 import functools
 import hashlib
 import inspect
-import marshal
 import platform
 import sys
 import types
@@ -32,7 +38,7 @@ __all__ = [
     "codegen_settings",
 ]
 
-KEY_SCHEMA_VERSION = 1
+KEY_SCHEMA_VERSION = 2  # 2: functions keyed by their code objects, not their source
 
 _SCALARS = (int, float, complex, bool, str, bytes, type(None))
 
@@ -55,7 +61,7 @@ class KeyBuilder:
 
 
 def function_fingerprint(func) -> bytes:
-    """Digest of ``func``'s source and of everything it reads, recursively."""
+    """Digest of ``func``'s code and of everything it reads, recursively."""
     out = hashlib.sha256()
     _Walker(out).function(func, "root")
     return out.digest()
@@ -81,7 +87,11 @@ class _Walker:
             self.emit("seen", _qualname(func))
             return
         self.seen.add(id(code))
-        self.emit("function", label, _qualname(func), _source(func))
+        self.emit("function", label, _qualname(func))
+        self.code(code)
+        self.value(func.__defaults__, "defaults")  # numba compiles omitted arguments' defaults in
+        for name, value in sorted((func.__kwdefaults__ or {}).items()):
+            self.value(value, f"kwdefault {name}")
         for name in sorted(_global_names(code)):
             chain = name.split(".")
             value = _resolve(func.__globals__, chain)
@@ -92,6 +102,18 @@ class _Walker:
             except ValueError:  # empty cell
                 value = None
             self.value(value, f"closure {name}")
+
+    def code(self, code):
+        """The compiler's input: bytecode, constants (nested code recursively), names, flags."""
+        self.emit("code", getattr(code, "co_qualname", code.co_name), code.co_code,
+                  getattr(code, "co_exceptiontable", b""))
+        self.emit(*(repr(getattr(code, field)) for field in _CODE_FIELDS))
+        self.emit("consts", len(code.co_consts))
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):  # a nested function, lambda or comprehension
+                self.code(const)
+            else:
+                self.emit("const", _const_text(const))
 
     def value(self, value, label):
         target = _jitted_python_function(value)
@@ -123,6 +145,21 @@ class _Walker:
 
 
 _MISSING = object()
+
+# What the compiler sees besides co_code and co_consts. Not co_firstlineno, co_linetable
+# or co_filename (see the module docstring); co_nlocals and co_stacksize follow from these.
+_CODE_FIELDS = (
+    "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags",
+    "co_names", "co_varnames", "co_freevars", "co_cellvars",
+)
+
+
+def _const_text(value) -> str:
+    """A constant's type and value; a frozenset's items sorted (their order follows the hash seed)."""
+    if isinstance(value, (tuple, frozenset)):
+        items = [_const_text(item) for item in value]
+        return f"{type(value).__name__}({', '.join(sorted(items) if isinstance(value, frozenset) else items)})"
+    return f"{type(value).__qualname__}:{value!r}"
 
 
 def _resolve(namespace, chain):
@@ -188,14 +225,6 @@ def _canonical(value) -> str:
 
 def _qualname(obj) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__name__)}"
-
-
-def _source(func) -> bytes:
-    try:
-        return inspect.getsource(func).encode()
-    except (OSError, TypeError):
-        # No source file (exec'd without linecache): fall back to the code object.
-        return marshal.dumps(func.__code__)
 
 
 def _stable_repr(value) -> str:
