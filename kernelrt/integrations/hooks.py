@@ -13,12 +13,22 @@ Owns the machinery every integration (``myogen``, ``spectralbrain``) shares:
   that a process does not use.
 * Child processes: ``enable()`` sets the variable in ``os.environ``, which every child
   inherits, and the ``kernelrt-integrations.pth`` file that kernelrt installs into
-  site-packages calls ``kernelrt.integrations.startup()`` when any Python starts, so
-  the child enables the integration too. Worker pools started *before* the switch (joblib's reusable loky
+  site-packages arms a standard-library watcher when any Python starts
+  (``startup_hook.py``): the child's first import of the peer (or of
+  ``kernelrt.integrations``) calls ``kernelrt.integrations.startup()``, so the child
+  enables the integration too. Worker pools started *before* the switch (joblib's reusable loky
   executor) would keep their old state: switching shuts that executor down, so the
   peer's next ``Parallel`` starts fresh workers.
 
-Guarantees: ``enable`` and ``disable`` are idempotent; nothing here imports a peer.
+* Version guards: before its first patch applies, an integration checks the peer's
+  version against the range kernelrt was tested with (``TESTED_VERSIONS``) and each
+  patched attribute for existence. A peer outside the range, of unknown version, or
+  without a patched (often private) name gets one ``RuntimeWarning`` and is left
+  untouched: patches already applied are undone and the peer imports and runs its own
+  code (``stats()["refused"]`` says why).
+
+Guarantees: ``enable`` and ``disable`` are idempotent; nothing here imports a peer; no
+patch makes a peer's import fail.
 """
 
 from __future__ import annotations
@@ -26,15 +36,21 @@ from __future__ import annotations
 import importlib.abc
 import logging
 import os
+import re
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 
 from .. import config
 
-__all__ = ["Integration", "Patch", "log"]
+__all__ = ["Integration", "Patch", "TESTED_VERSIONS", "log"]
 
 log = logging.getLogger("kernelrt.integrations")
+
+# Peer distribution (the top-level package of a patched module) -> the versions kernelrt's
+# patches were tested with: [lowest, first untested). Peers not listed are not checked.
+TESTED_VERSIONS = {"myogen": ((0, 12), (0, 13)), "spectralbrain": ((0, 1), (0, 2))}
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,13 @@ class Patch:
             owner = getattr(owner, name)
         return owner, self.attribute.rsplit(".", 1)[-1]
 
+    def _present(self, mod) -> bool:
+        try:
+            owner, leaf = self._owner(mod)
+        except AttributeError:
+            return False
+        return hasattr(owner, leaf)
+
 
 @dataclass
 class Integration:
@@ -64,6 +87,8 @@ class Integration:
     fallbacks: int = 0
     _originals: dict = field(default_factory=dict, repr=False)
     _wanted: bool = field(default=False, repr=False)
+    _refused: str | None = field(default=None, repr=False)
+    _versions_checked: bool = field(default=False, repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +117,7 @@ class Integration:
     def stats(self) -> dict:
         """Counters of this process: enabled, patches applied, calls, fallbacks, pid."""
         return {"enabled": self._wanted, "applied": sorted(self._originals), "calls": self.calls,
-                "fallbacks": self.fallbacks, "pid": os.getpid()}
+                "fallbacks": self.fallbacks, "refused": self._refused, "pid": os.getpid()}
 
     def enable(self, *, environment: bool = True) -> None:
         """Swap now where the peer is imported, at import otherwise; children inherit it."""
@@ -126,20 +151,71 @@ class Integration:
         log.info("kernelrt %s integration disabled in process %d", self.name, os.getpid())
 
     def _apply(self, patch: Patch, module) -> None:
-        if not self._wanted or patch.attribute in self._originals:
+        if not self._wanted or self._refused or patch.attribute in self._originals:
             return
+        if not self._versions_checked:
+            self._versions_checked = True
+            problem = _untested_version(self.patches)
+            if problem:
+                return self._refuse(problem)
+        if not patch._present(module):
+            return self._refuse(f"{patch.module} has no {patch.attribute} (the name kernelrt replaces)")
         owner, leaf = patch._owner(module)
         self._originals[patch.attribute] = getattr(owner, leaf)
         setattr(owner, leaf, patch.replacement)
+
+    def _refuse(self, why: str) -> None:
+        """Leave the peer untouched (undo applied patches), with one warning."""
+        self._refused = why
+        for patch in self.patches:
+            if patch.attribute in self._originals:
+                owner, leaf = patch._owner(sys.modules[patch.module])
+                setattr(owner, leaf, self._originals.pop(patch.attribute))
+        message = (f"kernelrt {self.name} integration: {why}; the peer is left untouched and runs its own "
+                   f"code. Install a tested version of the peer, or unset {self.env_var}")
+        log.info("%s", message)
+        try:
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+        except Warning:  # -W error: the peer's import must go on, so the warning is a stderr line
+            print(f"RuntimeWarning: {message}", file=sys.stderr)
 
     def _on_import(self, module) -> None:
         with _lock:
             for patch in self.patches:
                 if patch.module == module.__name__:
-                    self._apply(patch, module)
+                    try:
+                        self._apply(patch, module)
+                    except Exception as e:  # noqa: BLE001  (never fail the peer's import)
+                        self._refuse(f"patching {patch.module}.{patch.attribute} failed ({type(e).__name__}: {e})")
 
 
 _lock = threading.RLock()
+
+
+def _untested_version(patches) -> str | None:
+    """Why the peer's installed version is not one kernelrt was tested with, or None."""
+    peer = patches[0].module.split(".")[0]
+    if peer not in TESTED_VERSIONS:
+        return None
+    low, high = TESTED_VERSIONS[peer]
+    tested = f">= {'.'.join(map(str, low))}, < {'.'.join(map(str, high))}"
+    version = _installed_version(peer)
+    match = re.match(r"\d+(\.\d+)*", version or "")
+    if match is None:
+        return f"the version of {peer} is unknown (tested: {tested})"
+    release = tuple(int(part) for part in match.group(0).split("."))
+    if not low <= release < high:
+        return f"{peer} {version} is outside the versions kernelrt was tested with ({tested})"
+    return None
+
+
+def _installed_version(peer: str) -> str | None:
+    from importlib import metadata  # on the peer's import, not at interpreter start
+
+    try:
+        return metadata.version(peer)
+    except metadata.PackageNotFoundError:
+        return getattr(sys.modules.get(peer), "__version__", None)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
