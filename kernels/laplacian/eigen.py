@@ -1,8 +1,9 @@
 """Smallest eigenpairs of ``L v = λ M v``: the routes, their checks and what they report.
 
 Owns ``eigenpairs`` (docs/laplacian.md, "Eigenpairs"): input checks made before any work
-(one connected component, k, shapes), the choice of route, the result with its residuals
-and M-orthonormality, and the error when a solver stops short. The routes:
+(finite L and m, one connected component of L's non-zero weights, k, shapes), the choice
+of route, the result with its residuals and M-orthonormality, and the error when a solver
+stops short. The routes:
 
 * ``"cholesky"`` (the CPU default): block Lanczos (lanczos.py) on the shift-invert
   operator, solving with a sparse Cholesky factor (factor.py: cholespy, or SciPy's
@@ -31,7 +32,7 @@ from ..conventions import terminal_bar
 from .chebyshev import chebyshev_eigenpairs
 from .eigen_report import EigenConvergenceError, device_report, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
-from .inputs import host_square_sparse, mass_vector
+from .inputs import MASS_HINT, check_finite, host_square_sparse, mass_vector
 from .lanczos import block_lanczos
 from .placement import cupy_or_none
 from .spmv import LaplacianOperator, _to_host
@@ -92,22 +93,32 @@ def _check_k(k, n: int) -> int:
 def _host_vector(m, n: int, name: str) -> np.ndarray:
     # a vector, a column or a peer's diagonal sparse M (inputs.mass_vector), on the host
     a = np.asarray(_to_host(mass_vector(m, n, name)), dtype=np.float64)
+    check_finite(a, name, "vertex masses", MASS_HINT)  # a device array is checked once here, on the host
     if not np.all(a > 0):
         raise ValueError(f"{name} must be positive everywhere (got min {a.min():g})")
     return a
 
 
 def check_connected(L) -> None:
-    """Raise ``DisconnectedMeshError`` when L's graph has several components."""
-    count, labels = connected_components(L, directed=False)
+    """Raise ``DisconnectedMeshError`` when L's graph has several components.
+
+    The graph is L's non-zero off-diagonal entries, not its stored pattern: a face that
+    assembly dropped as degenerate leaves explicit zeros, which connect nothing, so two
+    patches joined only by zero-area faces are two components (as their spectrum says).
+    """
+    G = sp.csr_matrix(L, copy=True)  # a copy: L's own (perhaps read-only) arrays stay as they are
+    G.sum_duplicates()
+    G.eliminate_zeros()
+    count, labels = connected_components(G, directed=False)
     if count > 1:
         sizes = np.sort(np.bincount(labels))[::-1]
         shown = ", ".join(str(s) for s in sizes[:5]) + (", ..." if count > 5 else "")
         isolated = int(np.count_nonzero(sizes == 1))
-        hint = (f" ({isolated} of them single vertices, likely referenced by no face: drop them)"
-                if isolated else "")
+        hint = (f" ({isolated} of them single vertices, likely referenced by no face or by degenerate "
+                "faces only: drop them)" if isolated else "")
         raise DisconnectedMeshError(
-            f"the mesh has {count} connected components (vertex counts {shown}){hint}, so λ = 0 has "
+            f"the mesh has {count} connected components (vertex counts {shown}){hint} in L's non-zero "
+            f"weights (faces dropped as degenerate join nothing), so λ = 0 has "
             f"{count} eigenvectors and any basis of them is as good: compute the eigenpairs of each "
             "component separately (scipy.sparse.csgraph.connected_components gives the labels)"
         )
@@ -163,8 +174,8 @@ def eigenpairs(
         start: optional (N, j) vectors to start from ("cholesky", "chebyshev"): a
             previous, similar mesh's eigenvectors make the solve shorter.
         progress: None, True (a bar on a terminal) or ``callable(n_converged, k)``.
-        pattern: the ``ShiftPattern`` of a connected topology (``MeshTopology.eigenpairs``
-            passes its own, so a cohort skips the pattern work and the component check).
+        pattern: the ``ShiftPattern`` of L's topology (``MeshTopology.eigenpairs`` passes
+            its own, so a cohort skips the pattern work; the component check still runs).
         keep_on_device: on a CUDA backend, return evecs as a device array (CuPy's when
             CuPy is installed, as ``assemble(..., keep_on_device=True)``) for ``hks`` /
             ``wks``: the Chebyshev and dense routes keep the array their solve made, the
@@ -178,7 +189,9 @@ def eigenpairs(
         there (``eigen_report.device_report``).
 
     Raises:
-        DisconnectedMeshError: several connected components (several λ = 0).
+        ValueError: NaN or inf in L or m, m not positive, or another malformed argument.
+        DisconnectedMeshError: several connected components of L's non-zero off-diagonal
+            entries (several λ = 0), e.g. patches joined only by degenerate faces.
         EigenConvergenceError: the iteration limit came first; says what was reached.
     """
     t0 = time.perf_counter()
@@ -202,9 +215,8 @@ def eigenpairs(
     method = _choose(method, be, n, dense_max)
     library = factor_library(factor) if method == "cholesky" else None
     sizes = krylov_sizes(k, n) if method == "cholesky" else None
-    if pattern is None:
-        check_connected(L)
-    elif not pattern.matches(L):
+    check_connected(L)  # on L's values: which faces were kept depends on the geometry, not the topology
+    if pattern is not None and not pattern.matches(L):
         raise ValueError("L does not have this topology's sparsity pattern (was it assembled from another mesh?)")
     phases = None
     with _progress_callback(progress, k, method) as callback:

@@ -5,6 +5,10 @@ the exact dtypes and layouts the kernels are compiled for, the warning category
 for meshes that are usable but suspicious (degenerate faces, isolated vertices), how
 they are reported (``REPORTS``), and the forms a mass and a 1-D parameter may take
 (a peer's diagonal sparse mass matrix, an (n, 1) column; never a quantity with units).
+An operator's numbers (L's stored entries, the mass, eigenpairs, descriptor grids) must be
+finite: ``check_finite`` refuses NaN and inf in one place, before any work, for every
+public entry that takes them (eigenpairs, ``MeshTopology.eigenpairs`` and so cohorts,
+``hks``/``wks``, ``LaplacianOperator``'s mass, ``as_spectralbrain``).
 
 Errors are ``TypeError`` (wrong kind of array) or ``ValueError`` (wrong shape or
 content), with lowercase messages that name the argument and show what was given.
@@ -23,6 +27,7 @@ __all__ = [
     "DegenerateMeshWarning",
     "REPORTS",
     "check_report",
+    "check_finite",
     "mass_vector",
     "host_square_sparse",
     "host_vector",
@@ -41,6 +46,9 @@ class DegenerateMeshWarning(UserWarning):
 
 
 REPORTS = ("warn", "log")
+MASS_HINT = "the lumped mass is each vertex's share of its faces' area: assemble it from finite vertices"
+L_HINT = ("an assembled L is finite for finite vertices of moderate scale: check what produced it "
+          "(coordinates near 1e150 overflow the cotangents)")
 
 
 def check_report(report):
@@ -48,6 +56,22 @@ def check_report(report):
     if isinstance(report, (logging.Logger, logging.LoggerAdapter)) or (isinstance(report, str) and report in REPORTS):
         return report
     raise ValueError(f"report must be 'warn', 'log' or a logging.Logger (got {report!r})")
+
+
+def check_finite(a, name: str, what: str = "entries", hint: str = "") -> None:
+    """Raise ``ValueError`` naming ``name`` if the host array ``a`` holds NaN or inf."""
+    a = np.asarray(a)
+    if a.dtype.kind != "f" and a.dtype.kind != "c":
+        return  # integers and booleans are finite
+    finite = np.isfinite(a)
+    if finite.all():
+        return
+    n_nan = int(np.count_nonzero(np.isnan(a)))
+    n_inf = int(a.size - np.count_nonzero(finite)) - n_nan
+    raise ValueError(
+        f"{name} must hold finite numbers (got {n_nan} NaN and {n_inf} inf among its {a.size} {what})"
+        + (f"; {hint}" if hint else "")
+    )
 
 
 def _is_cupyx_sparse(a) -> bool:
@@ -64,8 +88,10 @@ def mass_vector(m, n: int, name: str = "m"):
 
     Raises:
         TypeError: a quantity with units, or not numbers.
-        ValueError: another shape, or a sparse matrix with non-zero off-diagonal entries
-            (kernelrt's eigensolvers and heat steps need the lumped, diagonal mass).
+        ValueError: another shape, NaN or inf in a host form (device arrays are checked
+            where they are read back, as ``eigenpairs`` does), or a sparse matrix with
+            non-zero off-diagonal entries (kernelrt's eigensolvers and heat steps need the
+            lumped, diagonal mass).
     """
     want = f"{name} must have shape ({n},) or ({n}, 1), or be a diagonal sparse ({n}, {n}) matrix (the lumped mass)"
     if _is_cupyx_sparse(m):
@@ -80,7 +106,9 @@ def mass_vector(m, n: int, name: str = "m"):
                 f"{want} (got a sparse matrix with {off} non-zero off-diagonal entries: a consistent, "
                 "non-lumped mass matrix, which kernelrt does not solve with)"
             )
-        return m.diagonal()
+        d = m.diagonal()
+        check_finite(d, name, "diagonal entries", MASS_HINT)
+        return d
     if hasattr(m, "__cuda_array_interface__"):  # CuPy or numba device array: stays on its device
         if len(m.shape) == 2 and m.shape[1] == 1:
             m = m.reshape(m.shape[0])
@@ -89,20 +117,24 @@ def mass_vector(m, n: int, name: str = "m"):
         return m
     a = _as_real_array(m, name)
     if a.ndim == 2 and a.shape == (n, 1):
-        return a[:, 0]
+        a = a[:, 0]
+        check_finite(a, name, "vertex masses", MASS_HINT)
+        return a
     if a.shape == (n, n) and n > 1:
         raise ValueError(f"{want} (got a dense ({n}, {n}) array: pass its diagonal, np.diag({name}))")
     if a.shape != (n,):
         raise ValueError(f"{want} (got shape {a.shape})")
+    check_finite(a, name, "vertex masses", MASS_HINT)
     return a
 
 
 def host_square_sparse(L):
-    """A square sparse matrix on the host: a SciPy one as it is, a cupyx one copied back.
+    """A square sparse matrix of finite numbers on the host: a SciPy one as it is, a cupyx
+    one copied back.
 
     Raises:
         TypeError: L is not a sparse matrix.
-        ValueError: L is not square.
+        ValueError: L is not square, or a stored entry is NaN or inf.
     """
     if hasattr(L, "get") and not sp.issparse(L):  # cupyx sparse matrix
         L = L.get()
@@ -110,6 +142,8 @@ def host_square_sparse(L):
         raise TypeError(f"L must be a scipy or cupyx sparse matrix (got {type(L).__name__})")
     if L.ndim != 2 or L.shape[0] != L.shape[1]:
         raise ValueError(f"L must be square (got shape {L.shape})")
+    data = L.data if L.format in ("csr", "csc", "coo", "bsr", "dia") else L.tocoo().data  # lil, dok
+    check_finite(data, "L", "stored entries", L_HINT)
     return L
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import kernelrt
 
 from ..conventions import refuse_quantity
-from .inputs import host_vector
+from .inputs import check_finite, host_vector
 from .interop import eigenpairs_of
 from .placement import cupy_or_none
 from .spmv import _to_host
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 ZERO_TOL = 1e-10  # eigenvalues at or below this are the constant mode(s)
+_PAIRS_HINT = "pass what eigenpairs returned (it refuses NaN or inf in L and m)"
 
 
 # -- descriptor parameters -----------------------------------------------------------------
@@ -91,12 +92,25 @@ def _pair(evals, evecs, caller: str):
     """(evals as a 1-D float64 host array, evecs as given or as a NumPy array)."""
     evals, evecs = eigenpairs_of(evals, evecs, caller)
     evals = host_vector(evals, "evals")  # (k,) or a (k, 1) column
+    check_finite(evals, "evals", "eigenvalues", _PAIRS_HINT)
     refuse_quantity(evecs, "evecs")
     if not hasattr(evecs, "ndim"):  # lists; device arrays stay where they are
         evecs = np.asarray(evecs)
     if evecs.ndim != 2 or evecs.shape[1] != evals.shape[0]:
         raise ValueError(f"evecs must have shape (N, {evals.shape[0]}) (got {tuple(evecs.shape)})")
+    if isinstance(evecs, np.ndarray):  # device arrays are not read back to be checked
+        check_finite(evecs, "evecs", "entries", _PAIRS_HINT)
     return evals, evecs
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _grid(a, name: str) -> np.ndarray:
+    a = host_vector(a, name)
+    check_finite(a, name)
+    return a
 
 
 def _gemm(phi, weights, normalize: bool, be):
@@ -133,7 +147,7 @@ def hks(evals, evecs=None, t=None, *, n_times: int = 100, normalize: bool = Fals
         (N, T) float64 host array.
     """
     evals, evecs = _pair(evals, evecs, "hks")
-    t = hks_times(evals, n_times) if t is None else host_vector(t, "t")
+    t = hks_times(evals, n_times) if t is None else _grid(t, "t")
     weights = np.exp(-evals[None, :] * t[:, None])  # (T, k)
     return _gemm(evecs, weights, normalize, kernelrt.get_backend(backend))
 
@@ -157,11 +171,13 @@ def wks(evals, evecs=None, e=None, *, n_energies: int = 100, sigma=None, normali
     """
     evals, evecs = _pair(evals, evecs, "wks")
     nz = evals > ZERO_TOL
+    if sigma is not None and not (_real(sigma) and np.isfinite(sigma)):
+        raise ValueError(f"sigma must be a finite number, the WKS bandwidth in log-energy (got {sigma!r})")
     if e is None or sigma is None:
         auto_e, auto_sigma = wks_params(evals, n_energies)
         e = auto_e if e is None else e
         sigma = auto_sigma if sigma is None else sigma
-    e = host_vector(e, "e")
+    e = _grid(e, "e")
     diff = e[:, None] - np.log(evals[nz])[None, :]
     gauss = np.exp(-(diff**2) / (2 * sigma**2))
     gauss = gauss / np.clip(gauss.sum(axis=1, keepdims=True), 1e-30, None)

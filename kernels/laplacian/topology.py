@@ -25,10 +25,10 @@ import scipy.sparse as sp
 
 import kernelrt
 
-from .assembly import assemble_values
+from .assembly import MASS_FLOOR, assemble_values
 from .batching import run_on_device
 from .buffers import DeviceBufferPool, HostBufferPool
-from .eigen import check_connected, eigenpairs
+from .eigen import eigenpairs
 from .factor import ShiftPattern
 from .inputs import (
     DegenerateMeshWarning,
@@ -158,7 +158,8 @@ class MeshTopology:
         """``eigenpairs(L, m, k, **options)`` for a subject assembled on this topology.
 
         The work that depends on the topology alone is done once, by the first subject:
-        the connected-component check and the shifted matrix's pattern (factor.py). With
+        the shifted matrix's pattern (factor.py). The connected-component check runs on
+        every subject's L (faces dropped as degenerate depend on its geometry). With
         ``seed=True`` the previous subject's eigenvectors (same k, kept on the topology)
         start the solve: ~20% fewer products on the Chebyshev route, no change on the
         Cholesky route (docs/laplacian.md, "Cohorts").
@@ -167,7 +168,6 @@ class MeshTopology:
             if self._shift_pattern is None:
                 p = self._pattern
                 Lc = sp.csr_matrix((np.zeros(self.nnz), p.indices, p.indptr), shape=(self.n_vertices,) * 2)
-                check_connected(Lc)
                 self._shift_pattern = ShiftPattern(Lc)
             pattern = self._shift_pattern
             start = self._last_evecs.get(k) if seed else None
@@ -221,8 +221,10 @@ class MeshTopology:
             ``(L, m)``: scipy CSR (N, N) float64 and (N,) float64 on the host (default).
 
         Warns:
-            DegenerateMeshWarning: degenerate faces were dropped, or vertices lost all faces
-                (logged instead with the topology's ``report="log"`` or a logger).
+            DegenerateMeshWarning: degenerate faces were dropped, vertices lost all faces, or
+                vertex areas fell below the mass floor 1e-20 and were raised to it (a mesh too
+                small in its units); one message each per call, saying how many (logged
+                instead with the topology's ``report="log"`` or a logger).
         """
         be = kernelrt.get_backend(backend)
         if _on_device(be, vertices):
@@ -269,10 +271,10 @@ class MeshTopology:
         else:
             vals, mass, n_bad, n_iso = run_on_device(be, tables, V3, variant, self.nnz, keep_on_device,
                                                      self._device_pool)
-        self._report_dropped(n_bad, n_iso, V3.shape[0])
+        self._report_dropped(n_bad, n_iso, V3.shape[0], _n_at_floor(be, mass) - n_iso)
         return vals, mass
 
-    def _report_dropped(self, n_bad_geometric: int, n_isolated: int, n_subjects: int) -> None:
+    def _report_dropped(self, n_bad_geometric: int, n_isolated: int, n_subjects: int, n_clamped: int = 0) -> None:
         n_bad = n_bad_geometric + self.n_repeated_faces * n_subjects
         where = "" if n_subjects == 1 else f" (summed over {n_subjects} subjects)"
         messages = []
@@ -285,6 +287,12 @@ class MeshTopology:
             messages.append(
                 f"{n_isolated} vertex(es){where} belong to no kept face: their rows of L are empty "
                 f"and m = 1e-20, which gives spurious zero eigenvalues; remove them before decomposing"
+            )
+        if n_clamped:
+            messages.append(
+                f"{n_clamped} vertex area(s){where} fell below the mass floor {MASS_FLOOR:g} and were raised to "
+                f"it, so m no longer matches L there and the spectrum is wrong: the mesh is too small in its "
+                f"units; scale the vertices up (e.g. metres to millimetres) before assembling"
             )
         for message in messages:
             if self.report == "warn":
@@ -309,6 +317,17 @@ class MeshTopology:
                 shape=(self.n_vertices,) * 2,
             )
             return L, cp.asarray(mass)
+
+
+def _n_at_floor(be, mass) -> int:
+    """Vertices whose mass the assembly clamped to ``MASS_FLOOR`` (isolated ones included)."""
+    if isinstance(mass, np.ndarray):
+        return int(np.count_nonzero(mass <= MASS_FLOOR))
+    cp = cupy_or_none(be)
+    if cp is None:
+        return int(np.count_nonzero(be.to_host(mass) <= MASS_FLOOR))
+    with be.activated():
+        return int(cp.count_nonzero(cp.asarray(mass) <= MASS_FLOOR))
 
 
 def _on_device(be, vertices) -> bool:
