@@ -10,8 +10,16 @@ This module lives beside ``demo.py``, not in ``laplacian/``, because ``kernelrt 
 imports it: the ``laplacian`` package imports numba (0.7 s), so it and Dask, meshio and
 nibabel are imported only when the command runs.
 
-Exit status: 0 when every subject succeeded, 1 when some failed (the others are written),
-2 for bad arguments, missing paths, or a scheduler that cannot be reached (nothing ran).
+The run holds an ``flock`` on ``<out>/.kernelrt-cohort.lock`` (a second run into the same
+directory exits 2: cohort_outdir.py), removes the temporary files a killed run left, and
+rebuilds ``summary.csv`` at the end from this run's subjects and the other ``.npz`` files
+in ``<out>``; ``--resume`` keeps only files computed from the mesh file's present bytes. A result that cannot be written (a full disk) stops
+the run: what is written stays, summary.csv is still written, and the rest are failed rows.
+
+Exit status: 0 when every subject succeeded, 1 when some failed or writing a result
+failed (what was written stays; summary.csv says which), 2 for bad arguments, missing
+paths, an unreadable mesh directory, an --out that cannot be written or that another run
+holds, or a scheduler that cannot be reached (nothing ran).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ __all__ = ["SUMMARY_COLUMNS", "add_cohort_parser", "format_table", "summary_rows
 DESCRIPTORS = ("hks", "wks")
 SUMMARY_COLUMNS = ("name", "status", "n_vertices", "n_faces", "lambda_1", "lambda_k", "route",
                    "max_residual", "seconds", "backend", "reports", "error")
+_ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")  # cohort_store's, spelled out
 ZERO_EIGENVALUE = 1e-10  # lambda_1 is the first eigenvalue above this: the constant mode's λ ≈ 0 is not it
 # local:N starts N processes here; a larger N is far more likely a mistyped address (local:8786)
 MAX_LOCAL_WORKERS = 256
@@ -46,8 +55,14 @@ subject, failed ones included, gets a row in DIR/summary.csv.
 Files are passed to the tasks as absolute paths and read where each task runs: with a
 remote --scheduler, every worker must see them at the same paths (a shared filesystem).
 
-Exit status: 0 all subjects written, 1 some failed (the others are written), 2 bad
-arguments or an unreachable scheduler (nothing ran).
+A dangling symbolic link (or a loop of links) named like a mesh in a directory is a
+failed subject, not skipped. One run at a time per DIR: a second exits 2 naming the first's
+pid. summary.csv lists this run's subjects, then the other <name>.npz already in DIR.
+
+Exit status: 0 all subjects written, 1 some failed or a result could not be written (the
+others are written; summary.csv says which), 2 bad arguments, missing or unreadable
+paths, a DIR that cannot be written or that another run holds, or an unreachable
+scheduler (nothing ran).
 """
 
 
@@ -100,7 +115,8 @@ def add_cohort_parser(sub) -> None:
                    help="comma-separated descriptors among hks,wks (default hks,wks; '' for eigenpairs only)")
     p.add_argument("--keep-evecs", action="store_true", help="also write the (N, k) eigenvectors")
     p.add_argument("--resume", action="store_true",
-                   help="keep the subjects already in DIR (same k and descriptors) and compute the others")
+                   help="keep the subjects already in DIR (same k, descriptors and mesh file bytes, every "
+                        "array whole) and compute the others")
     p.add_argument("--threads-per-task", type=positive_int, metavar="T",
                    help="with --scheduler: numba threads per task on the workers (registers "
                         "KernelrtPlugin(threads_per_task=T), replacing the cluster's; default 1)")
@@ -113,6 +129,8 @@ def add_cohort_parser(sub) -> None:
 
 def _cmd_cohort(args) -> int:
     from .laplacian import cohort_spectra  # numba: only when the command runs
+    from .laplacian import cohort_outdir as outdir
+    from .laplacian.cohort_store import remove_stale_parts
     from .laplacian.mesh_io import find_meshes, subject_names
 
     parser = args.cohort_parser
@@ -122,28 +140,53 @@ def _cmd_cohort(args) -> int:
         parser.error(f"--out: {args.out} is a file, not a directory")
     try:
         files = find_meshes(args.meshes)
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, ValueError) as e:  # missing, unreadable directory, no mesh in it
         parser.error(str(e))
     names = subject_names(files)
     # a worker's working directory is not ours: absolute paths name the same files there
     paths = [str(f.absolute()) for f in files]
     say = _printer(args.json)
+    try:
+        outdir.check_writable(args.out)  # before any work: not after the first subject
+    except OSError as e:
+        parser.error(f"--out: cannot write to {args.out}: {e.strerror or e}")
+    try:
+        with outdir.hold(args.out):
+            return _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_parts)
+    except outdir.OutputInUse as e:
+        parser.error(str(e))
 
+
+def _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_parts) -> int:
+    """The run, with ``--out`` locked: stale temporaries out, compute, summarise."""
+    stale = remove_stale_parts(args.out)
     what = ", ".join(args.descriptors) or "no descriptors"
     say(f"{_count(len(paths), 'subject')}, k = {args.k}, {what} -> {args.out}")
+    if stale:
+        say(f"removed {_count(len(stale), 'temporary file')} a killed run left in {args.out}")
+    stopped, t0 = None, time.perf_counter()
     with _client(args.scheduler, parser) as client:
         if client is None:
             say("running in this process")
         else:
             _prepare_cluster(client, args.threads_per_task, say)
         t0 = time.perf_counter()
-        results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
-                                 names=names, errors="keep", keep_evecs=args.keep_evecs, resume=args.resume,
-                                 progress=True)
+        try:
+            results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
+                                     names=names, errors="keep", keep_evecs=args.keep_evecs,
+                                     resume=args.resume, progress=True)
+        except OSError as e:  # writing a result failed (a full disk, ...): stop, keep what is written
+            stopped = e
+            results = _on_disk(args, names, f"not written: the run stopped: {type(e).__name__}: {e}")
         seconds = time.perf_counter() - t0
 
     rows = summary_rows(results)
-    write_summary(args.out, rows)
+    others = summary_rows(_on_disk(args, None, None, exclude=set(names)))  # earlier runs' subjects
+    try:
+        write_summary(args.out, rows + others)
+    except OSError as e:
+        say(f"error: cannot write {args.out / 'summary.csv'}: {type(e).__name__}: {e}")
+        stopped = stopped or e
     failed = sum(r["status"] == "failed" for r in rows)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -153,8 +196,37 @@ def _cmd_cohort(args) -> int:
     rate = (len(rows) - kept) / seconds * 60 if seconds > 0 else float("inf")
     written = f"{len(rows) - failed} written to {args.out}" + (f" ({kept} kept from an earlier run)" if kept else "")
     say(f"{_count(len(rows), 'subject')}: {written}, {failed} failed "
-        f"({seconds:.1f} s, {rate:.1f} subjects/min)")
-    return 1 if failed else 0
+        f"({seconds:.1f} s, {rate:.1f} subjects/min)"
+        + (f"; summary.csv also lists {_count(len(others), 'subject')} of earlier runs" if others else ""))
+    if stopped is not None:
+        say(f"error: writing to {args.out} failed, the run stopped: {type(stopped).__name__}: {stopped}")
+    return 1 if failed or stopped is not None else 0
+
+
+def _on_disk(args, names, missing: str | None, exclude=frozenset()) -> list:
+    """The subjects as ``<out>`` holds them: ``names`` (absent or other k: failed with ``missing``), else every file."""
+    from .laplacian.cohort_store import SubjectSpectrum, check_spectrum_file
+    from .tasks import TaskFailure
+
+    if names is None:
+        names = sorted(p.name[:-4] for p in args.out.glob("*.npz") if not p.name.startswith("."))
+        names = [n for n in names if n not in exclude]
+    wanted = ("evals", *args.descriptors) + ("evecs",) * args.keep_evecs if missing else ("evals",)
+    found = []
+    for name in names:
+        path = args.out / f"{name}.npz"
+        try:
+            fields = check_spectrum_file(path)
+        except ValueError as e:
+            error = RuntimeError(missing) if missing else e
+            found.append(TaskFailure(name, error))
+            continue
+        if missing and (len(fields["evals"]) != args.k or any(a not in fields for a in wanted)):
+            found.append(TaskFailure(name, RuntimeError(missing)))
+        else:
+            kept = {k: v for k, v in fields.items() if k == "evals" or k not in _ARRAYS}
+            found.append(SubjectSpectrum(path=path, **dict(kept, name=name)))
+    return found
 
 
 def _count(n: int, noun: str) -> str:

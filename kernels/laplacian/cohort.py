@@ -13,6 +13,8 @@ per-subject functions:
   subjects a worker happened to run before it;
 * a subject whose mesh is bad fails alone (``TaskFailure``, with its name), and a
   degenerate-face report is kept with the subject it belongs to;
+* a worker that dies loses nothing: in-memory meshes travel inside tasks the scheduler can
+  run again (``_send_arrays``), files are read again, and subjects are rerun elsewhere;
 * with ``out=`` every result goes to ``<out>/<name>.npz`` as it arrives (written to a
   temporary file, then renamed: a file is whole or absent), so a cohort larger than
   memory streams through the client (cohort_store.py).
@@ -26,13 +28,15 @@ import hashlib
 import logging
 import os
 import threading
+import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ..tasks import FailedTasks, check_client, check_errors, raise_failures, run_tasks
-from .cohort_store import SubjectSpectrum, finished_spectrum, write_spectrum
+from .cohort_store import SubjectSpectrum, finished_spectrum, mesh_digest, write_spectrum
 from .eigen import METHODS
 from .factor import LIBRARIES
 from .inputs import check_vertices, host_vector
@@ -97,9 +101,10 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
             comparable across subjects); None: each subject's own grid, as ``hks``.
         wks_energies: WKS log-energies shared by all subjects; None: each subject's own.
         wks_sigma: the WKS bandwidth shared by all subjects; None: each subject's own.
-        resume: with ``out``, subjects whose ``<out>/<name>.npz`` is already there (whole,
-            same k, the descriptors asked for) are not computed again: a cohort cut short
-            (a preempted job, a dead client) continues where it stopped.
+        resume: with ``out``, subjects whose ``<out>/<name>.npz`` is already there (every
+            array whole and consistent, same k, settings and descriptors, computed from
+            the mesh as it is now: the file's bytes or the arrays) are not computed again:
+            a cohort cut short (a preempted job, a dead client) continues where it stopped.
         progress: True draws a bar over subjects (on a terminal); a callable gets 1 per subject.
         **eigen_options: passed to ``eigenpairs`` (method, sigma, tol, maxiter, dense_max, factor).
 
@@ -120,11 +125,12 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     done = {}
     if resume:
         arrays, digest = settings.descriptors + ("evecs",) * settings.keep_evecs, settings.digest()
-        done = {i: s for i, n in enumerate(names) if (s := finished_spectrum(out, n, digest, arrays)) is not None}
+        done = {i: s for i, n in enumerate(names)
+                if (s := finished_spectrum(out, n, digest, arrays, _mesh_digest(jobs[i]))) is not None}
     todo = [i for i in range(len(jobs)) if i not in done]
     jobs = [jobs[i] for i in todo]
     if client is not None and jobs:
-        jobs = _scatter_arrays(client, jobs)
+        jobs = _send_arrays(client, jobs)
     on_done = None if out is None else functools.partial(_write, out)
     computed = run_tasks(functools.partial(_subject, settings), jobs, [names[i] for i in todo], backend=backend,
                          client=client, on_done=on_done, progress=progress, what="subjects") if jobs else []
@@ -244,18 +250,34 @@ def _out_dir(out) -> Path | None:
     return out
 
 
-def _scatter_arrays(client, jobs: list[dict]) -> list[dict]:
-    """In-memory meshes go to the workers once each (a face array shared by subjects, once)."""
-    faces, keys = {}, {}  # content key -> array; id -> content key (subjects often pass one object)
-    for job in jobs:
-        if "faces" in job:
-            f = job["faces"]
-            job["faces_key"] = keys.get(id(f)) or keys.setdefault(id(f), _faces_key(f))
-            faces.setdefault(job["faces_key"], f)
-    shared = dict(zip(faces, client.scatter(list(faces.values()), hash=False))) if faces else {}
-    arrays = [j["vertices"] for j in jobs if "vertices" in j]
-    vertices = iter(client.scatter(arrays, hash=False)) if arrays else iter(())
-    return [j if "path" in j else dict(j, vertices=next(vertices), faces=shared[j.pop("faces_key")]) for j in jobs]
+def _send_arrays(client, jobs: list[dict]) -> list[dict]:
+    """In-memory meshes go to the cluster inside tasks that return them (a face array shared by
+    subjects, once), and each subject's task takes their futures.
+
+    Not ``client.scatter``: scattered data has no lineage, so when the worker holding it dies
+    the subjects that need it are cancelled. A task keeps its arguments on the scheduler until
+    it is forgotten, so the scheduler runs it again elsewhere and a killed worker loses no
+    subject; the price is a copy of each array on the scheduler until its subjects complete.
+    """
+    shared, keys = {}, {}  # content key -> future; id -> content key (subjects often pass one object)
+    run = uuid.uuid4().hex[:8]
+    with warnings.catch_warnings():  # the arrays are meant to travel in the graph
+        warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+        for i, job in enumerate(jobs):
+            if "faces" in job:
+                f = job["faces"]
+                key = keys.get(id(f)) or keys.setdefault(id(f), _faces_key(f))
+                if key not in shared:
+                    shared[key] = client.submit(_array, f, key=f"kernelrt-faces-{run}-{len(shared)}", pure=False)
+                job["faces"] = shared[key]
+                job["vertices"] = client.submit(_array, job["vertices"], key=f"kernelrt-vertices-{run}-{i}",
+                                                pure=False)
+    return jobs
+
+
+def _array(a):
+    """A mesh array sent inside its task (``_send_arrays``): the task's result is the array."""
+    return a
 
 
 def _faces_key(faces) -> tuple:
@@ -267,7 +289,15 @@ def _faces_key(faces) -> tuple:
 # -- one subject (where the task runs) ----------------------------------------------------------
 
 
+def _mesh_digest(job: dict) -> str | None:
+    """What ``resume`` compares: the mesh file's bytes, or the arrays (``mesh_digest``)."""
+    if "path" in job:
+        return mesh_digest(path=job["path"])
+    return mesh_digest(vertices=job["vertices"], faces=job["faces"])
+
+
 def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
+    mesh = _mesh_digest(job)  # before reading: an edit between the two gives a file resume redoes
     if "path" in job:
         from .mesh_io import read_mesh
 
@@ -292,7 +322,7 @@ def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
     return SubjectSpectrum(
         name=job["name"], n_vertices=topology.n_vertices, n_faces=topology.n_faces, route=pairs.route,
         max_residual=float(pairs.residuals.max()), seconds=pairs.seconds, backend=backend.name,
-        reports=tuple(_REPORTS.lines), settings=settings.digest(), **arrays,
+        reports=tuple(_REPORTS.lines), settings=settings.digest(), mesh=mesh or "", **arrays,
     )
 
 

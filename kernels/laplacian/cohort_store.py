@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
+import re
 import uuid
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["SubjectSpectrum", "replaced_atomically", "write_spectrum"]
+__all__ = ["SubjectSpectrum", "check_spectrum_file", "finished_spectrum", "mesh_digest", "remove_stale_parts",
+           "replaced_atomically", "write_spectrum"]
 
 _ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
-_SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend", "settings")
+_SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend", "settings",
+            "mesh")
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class SubjectSpectrum:
         reports: degenerate-face and isolated-vertex reports of this subject's assembly.
         settings: a digest of what it was computed with (k, descriptors and their grids,
             eigensolver options), which ``resume`` compares.
+        mesh: a digest of the mesh it was computed from (``mesh_digest``: the file's bytes,
+            or the arrays' dtype, shape and bytes), which ``resume`` compares too.
         path: the ``.npz`` file the arrays were written to (``out=``), else None.
         resumed: True when ``resume=True`` found it already written and did not compute it.
     """
@@ -63,6 +69,7 @@ class SubjectSpectrum:
     backend: str = ""
     reports: tuple = ()
     settings: str = ""
+    mesh: str = ""
     path: Path | None = None
     resumed: bool = False
 
@@ -91,30 +98,108 @@ def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
     return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)
 
 
-def finished_spectrum(out: Path, name: str, settings: str, arrays) -> SubjectSpectrum | None:
-    """A subject already written to ``<out>/<name>.npz`` with these settings and ``arrays``.
+def mesh_digest(path=None, vertices=None, faces=None) -> str | None:
+    """The blake2b digest of a mesh: a file's bytes, or the arrays' dtype, shape and bytes.
+
+    None when the file cannot be read (its subject then fails where it runs). ``resume``
+    keeps a subject's file only if the digest it carries is the mesh's digest now.
+    """
+    h = hashlib.blake2b(digest_size=16)
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(_CHUNK):
+                    h.update(chunk)
+        except OSError:
+            return None
+        return "file:" + h.hexdigest()
+    for a in (vertices, faces):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(a.data)
+    return "arrays:" + h.hexdigest()
+
+
+def finished_spectrum(out: Path, name: str, settings: str, arrays, mesh: str | None = None) -> SubjectSpectrum | None:
+    """A subject already written to ``<out>/<name>.npz`` with these settings, ``arrays`` and mesh.
 
     Args:
         out, name: where the file is: ``<out>/<name>.npz``.
         settings: the digest the file must carry (``SubjectSpectrum.settings``).
         arrays: the fields it must hold besides the eigenvalues ("hks", "wks", "evecs").
+        mesh: the mesh's digest now (``mesh_digest``), which the file must carry; None
+            when the mesh cannot be read (nothing is kept: the subject runs, and fails).
 
     Returns:
-        The subject with its eigenvalues and path (``resumed=True``; its other arrays are
-        not read), or None when the file is absent, unreadable, cut short, or computed with
-        other settings or without an array asked for: it is then computed again.
+        The subject with its eigenvalues and path (``resumed=True``), or None when the file
+        is absent, unreadable, cut short, damaged (every array is read in full, so a
+        member whose checksum fails counts), inconsistent (``check_spectrum_file``),
+        computed with other settings, from another mesh (a file edited since) or without
+        an array asked for: it is then computed again. Nothing is unpickled.
     """
     path = Path(out) / f"{name}.npz"
-    if not path.is_file():
+    if mesh is None or not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as f:
-            if "settings" not in f.files or str(f["settings"]) != settings or \
-                    any(a not in f.files for a in ("evals", *arrays)):
-                return None
-            return SubjectSpectrum(path=path, resumed=True, **_fields(f, ("evals",)))
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):  # not a whole file this module wrote
+        fields = check_spectrum_file(path)
+    except ValueError:
         return None
+    if fields.get("settings") != settings or fields.get("mesh") != mesh or any(fields.get(a) is None for a in ("evals", *arrays)):
+        return None
+    kept = {k: v for k, v in fields.items() if k not in _ARRAYS or k == "evals"}  # the arrays stay on disk
+    return SubjectSpectrum(path=path, resumed=True, **kept)
+
+
+def check_spectrum_file(path) -> dict:
+    """Every field of a subject's ``.npz``, each array read in full and checked; ValueError if not whole.
+
+    Checks: the file is a zip NumPy reads without unpickling, every member's checksum,
+    the scalars ``n_vertices``/``n_faces``/``settings`` are there, ``evals`` is a
+    non-empty finite vector, and each array present has the shape the others imply
+    (``evecs`` (N, k), ``hks`` (N, len(hks_times)), ``wks`` (N, len(wks_energies))) and
+    finite values.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            fields = _fields(f, _ARRAYS)
+    except Exception as e:  # noqa: BLE001 - zip, CRC, pickle, header and I/O errors alike
+        raise ValueError(f"{path} cannot be read back: {type(e).__name__}: {e}") from e
+    missing = [k for k in ("evals", "n_vertices", "n_faces", "settings") if k not in fields]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)}")
+    n, evals = fields["n_vertices"], fields["evals"]
+    if evals.ndim != 1 or evals.size == 0:
+        raise ValueError(f"{path}: evals has shape {evals.shape}, expected (k,)")
+    shapes = {"evecs": (n, evals.size)}
+    for a, grid in (("hks", "hks_times"), ("wks", "wks_energies")):
+        if a in fields:
+            if grid not in fields:
+                raise ValueError(f"{path} holds {a} without {grid}")
+            shapes[a], shapes[grid] = (n, fields[grid].size), (fields[grid].size,)
+    for a, value in fields.items():
+        if a in _ARRAYS:
+            if a in shapes and value.shape != shapes[a]:
+                raise ValueError(f"{path}: {a} has shape {value.shape}, expected {shapes[a]}")
+            if value.dtype.kind not in "fiu" or not np.all(np.isfinite(value)):
+                raise ValueError(f"{path}: {a} holds values that are not finite numbers")
+    return fields
+
+
+STALE_PART = re.compile(r"^\..+\.[0-9a-f]{12}\.part$")  # replaced_atomically's temporary names
+
+
+def remove_stale_parts(out) -> list[Path]:
+    """Remove the temporary files a killed writer left in ``out`` (only ``replaced_atomically``'s names).
+
+    Call it only while no writer runs in ``out`` (``kernelrt cohort`` holds its lock).
+    """
+    removed = []
+    for p in Path(out).iterdir():
+        if STALE_PART.match(p.name) and p.is_file() and not p.is_symlink():
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+                removed.append(p)
+    return removed
 
 
 def _fields(f, arrays) -> dict:
@@ -129,8 +214,9 @@ def _fields(f, arrays) -> dict:
 def replaced_atomically(path: Path, mode: str = "w", **open_options):
     """A file object whose contents replace ``path`` when the block ends, or never appear.
 
-    Written to a hidden temporary file in the same directory (same filesystem), renamed
-    over ``path`` on success and removed on any exception, so ``path`` is whole or absent.
+    Written to a hidden temporary file in the same directory (same filesystem), flushed to
+    disk, renamed over ``path`` on success and removed on any exception, so ``path`` is
+    whole or absent. A killed writer leaves its temporary file: ``remove_stale_parts``.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.part")
@@ -140,7 +226,10 @@ def replaced_atomically(path: Path, mode: str = "w", **open_options):
     try:
         with os.fdopen(fd, mode, **open_options) as f:
             yield f
+            f.flush()
+            os.fsync(f.fileno())  # the data on disk before the name: a crash leaves the old file, not an empty one
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):  # the first error is the one to report
+            os.unlink(tmp)
         raise

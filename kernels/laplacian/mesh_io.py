@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .mesh_sizes import check_counts, check_sizes, why_missing
+
 __all__ = ["FREESURFER_SURFACES", "MESH_SUFFIXES", "find_meshes", "read_mesh", "subject_names"]
 
 MESH_SUFFIXES = (".ply", ".obj", ".off", ".vtk", ".vtp", ".vtu", ".stl", ".gii")
@@ -126,17 +128,19 @@ def read_mesh(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
         int64, each in [0, N).
 
     Raises:
-        FileNotFoundError: ``path`` does not exist.
+        FileNotFoundError: ``path`` does not exist, or is a dangling link or a loop of links.
         IsADirectoryError: ``path`` is a directory (``find_meshes`` scans those).
         ValueError: the name is not a mesh format this reads (VTP included); the reader
-            fails on the file (``__cause__`` is its exception); or the file holds no
+            fails on the file (``__cause__`` is its exception); the file is shorter than
+            its header's element counts need, or holds fewer than they declare
+            (``mesh_sizes``); or the file holds no
             triangles, cells other than triangles, faces that index missing vertices,
             or non-finite coordinates.
         ImportError: meshio or nibabel, whichever the format needs, is not installed.
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"mesh file not found: {path}")
+        raise FileNotFoundError(why_missing(path))
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory, not a mesh file (find_meshes scans directories)")
     fmt = _mesh_format(path.name)
@@ -152,11 +156,14 @@ def read_mesh(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             f"cannot read {path}: meshio has no reader for VTP (VTK XML PolyData); save it as "
             "PLY or VTU, e.g. pyvista.read(path).save('mesh.ply')"
         )
+    check_sizes(path, fmt)  # before a reader allocates what a lying header claims
     if fmt in _MESHIO_MODULES:
         vertices, faces = _read_meshio(path, fmt)
     else:
         vertices, faces = _read_nibabel(path, fmt)
+    check_counts(path, fmt, vertices, faces)
     return _checked(path, fmt, vertices, faces)
+
 
 
 def _read_meshio(path: Path, fmt: str) -> tuple[np.ndarray, np.ndarray]:
@@ -275,6 +282,11 @@ def _scanned(name: str) -> bool:
     return not name.startswith(".") and _mesh_format(name) is not None and not _per_vertex_data(name)
 
 
+def _member(q: Path) -> bool:
+    """A regular file, or a link that leads nowhere (dangling, or a loop): it fails as a subject."""
+    return q.is_file() or (q.is_symlink() and not q.exists())
+
+
 def find_meshes(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
     """The mesh files named by files and directories, for a cohort run.
 
@@ -283,7 +295,9 @@ def find_meshes(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
             directories, scanned non-recursively for files whose names are mesh formats
             (``MESH_SUFFIXES``, FreeSurfer surface names), sorted by name. Hidden files
             (macOS's ``._sub-01.ply``) and per-vertex data named like surfaces
-            (``lh.area.pial``, ``*.shape.gii``) are skipped.
+            (``lh.area.pial``, ``*.shape.gii``) are skipped. A dangling symbolic link or
+            a loop of links named like a mesh is kept: its subject fails (``read_mesh``
+            says why) rather than vanishing from the cohort.
 
     Returns:
         The files in the order given, each once (same resolved path).
@@ -291,6 +305,7 @@ def find_meshes(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
     Raises:
         FileNotFoundError: a path does not exist.
         ValueError: a directory holds no mesh file.
+        OSError: a directory cannot be listed (``PermissionError``, ...), naming it.
     """
     found: list[Path] = []
     seen: set[Path] = set()
@@ -298,16 +313,19 @@ def find_meshes(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[
         if not p.exists():
             raise FileNotFoundError(f"mesh file or directory not found: {p}")
         if p.is_dir():
-            members = sorted(
-                (q for q in p.iterdir() if _scanned(q.name) and q.is_file()),
-                key=lambda q: q.name,
-            )
+            try:
+                members = sorted((q for q in p.iterdir() if _scanned(q.name) and _member(q)), key=lambda q: q.name)
+            except OSError as e:
+                raise type(e)(e.errno, f"cannot list the mesh directory {p}: {e.strerror}") from e
             if not members:
                 raise ValueError(f"directory {p} holds no mesh files ({_SUPPORTED})")
         else:
             members = [p]
         for q in members:
-            key = q.resolve()
+            try:
+                key = q.resolve(strict=True)
+            except (OSError, RuntimeError):  # a dangling link or a loop: kept, to fail as a subject
+                key = Path(os.path.abspath(q))
             if key not in seen:
                 seen.add(key)
                 found.append(q)
