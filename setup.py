@@ -2,9 +2,11 @@
 
 Everything else about the build is in pyproject.toml. The .pth file (in
 kernelrt/integrations/) lands in site-packages, where Python runs its one line at start-up:
-with KERNELRT_MYOGEN or KERNELRT_SPECTRALBRAIN set it calls
-``kernelrt.integrations.startup()``, so processes a peer starts (joblib workers) swap too;
-unset, it costs two dictionary lookups. setuptools has no option for a root-level file, so
+with KERNELRT_MYOGEN or KERNELRT_SPECTRALBRAIN set it loads
+kernelrt/integrations/startup_hook.py by its file path (standard library only), whose
+import watcher calls ``kernelrt.integrations.startup()`` when the peer is first imported,
+so processes a peer starts (joblib workers) swap too; unset, it costs two dictionary
+lookups. setuptools has no option for a root-level file, so
 ``build_py`` copies it into the build tree and ``editable_wheel`` (PEP 660, what
 ``pip install -e`` runs, which never calls ``build_py``'s outputs into the wheel) writes it
 into the wheel through its strategy object.

@@ -10,16 +10,19 @@ types and error messages, and is reversible::
 or, for code you cannot edit, ``KERNELRT_MYOGEN=1`` / ``KERNELRT_SPECTRALBRAIN=1`` in
 the environment. The modules:
 
-- ``hooks``: patches, the post-import hook, the environment and worker processes.
+- ``hooks``: patches, the post-import hook, the environment and worker processes, and
+  the version guards (peers patched only at the versions kernelrt was tested with).
+- ``startup_hook``: what ``kernelrt-integrations.pth`` loads at interpreter start (standard
+  library only): an import watcher that calls ``startup()``.
 - ``myogen``: MyoGen 0.12 (``calc_sfaps``, ``calc_muap`` with jitter, a whole
   ``IntramuscularEMG`` in one call).
 - ``spectralbrain``: SpectralBrain 0.1 (``_cotangent_laplacian``, a backend for its
   ``eigsh``).
 
-``startup()`` is what the ``kernelrt-integrations.pth`` file installed into
-site-packages runs when Python starts with one of the variables set: it is how worker
-processes (joblib/loky, multiprocessing) swap too. Importing this package imports
-neither peer nor numba.
+``startup()`` is what the watcher of the ``kernelrt-integrations.pth`` file installed
+into site-packages calls when a process started with one of the variables set first
+imports a peer (or this package): it is how worker processes (joblib/loky,
+multiprocessing) swap too. Importing this package imports neither peer nor numba.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ INTEGRATIONS = {"myogen": myogen.INTEGRATION, "spectralbrain": spectralbrain.INT
 def startup() -> None:
     """Enable every integration whose environment variable is set (the .pth start-up hook).
 
-    Runs inside ``site`` at interpreter start: a failure is logged, never raised.
+    Called by ``startup_hook``'s watcher when a peer or this package is first imported:
+    a failure is logged, never raised.
     """
     for integration in INTEGRATIONS.values():
         if config.integration_requested(integration.env_var):

@@ -210,7 +210,7 @@ def _untested_version(patches) -> str | None:
 
 
 def _installed_version(peer: str) -> str | None:
-    from importlib import metadata  # on the peer's import, not at interpreter start
+    from importlib import metadata  # lazy: on the peer's import, not at interpreter start
 
     try:
         return metadata.version(peer)

@@ -13,10 +13,12 @@ processes that each hold a unit's SFAPs.
 Calls kernelrt cannot take (inputs it refuses, e.g. a motor unit without NMJs, or
 ``use_gpu=True`` where kernelrt has no GPU) are handed back to MyoGen's own method, so
 the user sees MyoGen's own error (or MyoGen's own CuPy path); each is counted in
-``stats()["fallbacks"]`` and logged.
+``stats()["fallbacks"]`` and logged. The patches apply to MyoGen 0.12.x only, and only
+when every name they replace exists; otherwise one ``RuntimeWarning``, and MyoGen runs
+its own code (``stats()["refused"]`` says why; hooks.py).
 
-Importing this module imports neither MyoGen nor numba: the start-up hook imports it in
-every process where the variable is set.
+Importing this module imports neither MyoGen nor numba: the start-up hook imports it when
+a process where the variable is set first imports MyoGen.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ that are floats, negative or out of range; an empty face array) are handed back 
 SpectralBrain's own function, so the user gets SpectralBrain's result or its own error;
 each is counted in ``stats()["fallbacks"]`` and logged. ``calls`` counts the Laplacians
 (and ``KernelrtBackend`` eigensolves) kernelrt computed in this process. Worker
-processes that SpectralBrain starts inherit the switch (hooks.py).
+processes that SpectralBrain starts inherit the switch (hooks.py). The patches apply to
+SpectralBrain 0.1.x only, and only when every name they replace exists; otherwise one
+``RuntimeWarning``, and SpectralBrain runs its own code (``stats()["refused"]`` says why).
 
 ``KernelrtBackend`` is a SpectralBrain compute backend whose ``eigsh`` is kernelrt's
 ``eigenpairs``: pass it wherever SpectralBrain takes a backend
@@ -28,7 +30,8 @@ processes that SpectralBrain starts inherit the switch (hooks.py).
 SpectralBrain's factory for it with the integration on: ``get_gpu_backend("kernelrt")``.
 
 Importing this module imports neither SpectralBrain nor numba nor the kernel library: the
-start-up hook imports it in every process where the variable is set.
+start-up hook imports it when a process where the variable is set first imports
+SpectralBrain.
 """
 
 from __future__ import annotations

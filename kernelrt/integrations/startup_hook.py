@@ -66,7 +66,7 @@ def _enable(package=None) -> None:
     """``kernelrt.integrations.startup()``; a failure is one warning, never an exception."""
     try:
         if package is None:
-            import importlib
+            import importlib  # lazy: only once a watched import happens, not at interpreter start
 
             package = importlib.import_module(_PACKAGE)
         package.startup()

@@ -2,7 +2,8 @@
 
 This ``__init__`` is the family's public API; the modules:
 
-- ``inputs``: validation, dtypes, ``DegenerateMeshWarning``, the accepted forms of a mass.
+- ``inputs``: validation (NaN and inf refused: ``check_finite``), dtypes,
+  ``DegenerateMeshWarning``, the accepted forms of a mass.
 - ``interop``: SpectralBrain's types out (``as_spectralbrain``) and its decompositions in.
 - ``pattern``: topology-only CSR pattern and tables (numba, host).
 - ``assembly``: value kernels, deterministic per-row and atomic per-face.
@@ -21,15 +22,19 @@ This ``__init__`` is the family's public API; the modules:
 - ``meshes``: icospheres (golden-exact) and jittered icospheres.
 - ``reference``: a plain NumPy/SciPy reference, for tests and the demo.
 - ``cohort``: ``cohort_spectra``, many subjects here or on a Dask cluster.
-- ``cohort_store``: ``SubjectSpectrum`` and its ``.npz`` file.
+- ``cohort_store``: ``SubjectSpectrum``, its ``.npz`` file and what ``resume`` checks
+  (the mesh digest, every array whole and finite).
+- ``cohort_outdir``: ``kernelrt cohort``'s ``--out``, probed writable and locked per run.
 - ``mesh_io``: reading surface files (meshio, nibabel), for cohorts and ``kernelrt cohort``
   (whose front end is kernels/cohort_cli.py, outside this package: importing the package
   loads numba, and ``kernelrt --help`` must not).
+- ``mesh_sizes``: a mesh file's header counts checked against its size before reading.
 
 Conventions: L is positive semi-definite (``L = D - W``, off-diagonals
 ``-½(cot α + cot β)``, rows sum to 0; ``igl.cotmatrix`` is ``-L``); m is the lumped
-barycentric mass clamped at 1e-20; degenerate faces are dropped with a warning, or a log
-line with ``report="log"`` (docs/laplacian.md).
+barycentric mass clamped at 1e-20 (with a warning when a vertex area falls below it);
+degenerate faces are dropped with a warning, or a log line with ``report="log"``
+(docs/laplacian.md); an eigensolve needs one connected component of L's non-zero weights.
 """
 
 from __future__ import annotations
