@@ -8,7 +8,8 @@ any file kernelrt reads, nor rename any directory on the way to it:
 * the chain (:func:`chain_problem`): the cache root, resolved so that no symlink is
   left, is a directory this user owns that group and others cannot write; each ancestor
   up to ``/`` is owned by this user or root and not writable by group or others, unless
-  it is sticky (``/tmp``) and the entry below it is this user's or root's;
+  it is sticky (``/tmp``) and the entry below it is this user's or root's ("group" here
+  never counts the user's private group: umask 002 systems make ``~/.cache`` g+w);
 * each item inside (:func:`item_problem`, :func:`open_private`): every file and directory
   kernelrt or diskcache opens is lstat-ed, or opened ``O_NOFOLLOW`` and fstat-ed: not a
   symlink, of the expected type, owned by this user or root, not writable by others;
@@ -23,6 +24,7 @@ any file kernelrt reads, nor rename any directory on the way to it:
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import sqlite3
@@ -35,7 +37,6 @@ from diskcache.core import MODE_BINARY, MODE_RAW, UNKNOWN
 __all__ = ["UnsafeCacheError", "UnsafeDatabaseError", "chain_problem", "item_problem", "db_problem", "make_private_dirs",
            "private_subdir", "open_lock", "open_private", "TrustedDisk", "TrustedCache", "REFUSED_KEY"]
 
-_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 # diskcache names value files <2 hex>/<2 hex>/<28 hex>.val (Disk.filename); anything else
 # in a row (an absolute path, "..") would read or delete a file outside the cache.
 _VALUE_FILE = re.compile(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{28}\.val")
@@ -74,6 +75,28 @@ def _describe_owner(path, st) -> str:
     return f"{path} is owned by uid {st.st_uid}, not by this user (uid {_uid()}) or root"
 
 
+def _open_to_others(st) -> bool:
+    """Whether another user can write it: world-writable, or group-writable for a group
+    that is not this user's private one (Debian/Fedora give each user a group of their
+    own and umask 002, so ``~/.cache`` made by pip is group-writable and still private)."""
+    return bool(st.st_mode & stat.S_IWOTH) or bool(st.st_mode & stat.S_IWGRP) and not _private_group(st.st_gid)
+
+
+@functools.lru_cache(maxsize=8)
+def _private_group(gid: int) -> bool:
+    # The user-private-group convention: our primary group, named as we are, with no other
+    # listed members. A gid with no name, or a shared group such as "users", is not private.
+    try:
+        import grp
+        import pwd
+
+        user = pwd.getpwuid(_uid())
+        group = grp.getgrgid(gid)
+    except (ImportError, KeyError):
+        return False
+    return gid == user.pw_gid == os.getegid() and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}
+
+
 def _writable_by_others(path, st) -> str:
     return f"{path} is writable by other users (mode {stat.filemode(st.st_mode)})"
 
@@ -97,7 +120,7 @@ def chain_problem(root: os.PathLike | str) -> str | None:
         return f"{path} is not a directory (a symlink or a file)"
     if st.st_uid != _uid():
         return f"{path} is owned by uid {st.st_uid}, not by this user (uid {_uid()})"
-    if st.st_mode & _OTHERS_WRITE:
+    if _open_to_others(st):
         return _writable_by_others(path, st)
     return _ancestors_problem(path, st)
 
@@ -113,7 +136,7 @@ def _ancestors_problem(path: Path, st) -> str | None:
             return f"{parent} is not a directory (a symlink?): resolve the cache path"
         if not _trusted_owner(pst.st_uid):
             return _describe_owner(parent, pst) + f", so it can replace {child}"
-        if pst.st_mode & _OTHERS_WRITE:
+        if _open_to_others(pst):
             sticky = pst.st_mode & stat.S_ISVTX
             if not (sticky and _trusted_owner(child_st.st_uid)):
                 return _writable_by_others(parent, pst) + f" and not sticky, so they can replace {child}"
@@ -143,7 +166,7 @@ def stat_problem(path, st, *, directory: bool = False) -> str | None:
         return f"{path} is not a {'directory' if directory else 'regular file'} (a symlink?)"
     if not _trusted_owner(st.st_uid):
         return _describe_owner(path, st)
-    if st.st_mode & _OTHERS_WRITE:
+    if _open_to_others(st):
         return _writable_by_others(path, st)
     return None
 

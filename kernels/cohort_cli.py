@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import dataclasses
 import json
 import math
 import sys
@@ -153,7 +154,7 @@ def _cmd_cohort(args) -> int:
     try:
         with outdir.hold(args.out):
             return _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_parts)
-    except outdir.OutputInUse as e:
+    except (outdir.OutputInUse, outdir.UnsafeOutput) as e:
         parser.error(str(e))
 
 
@@ -170,18 +171,19 @@ def _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_p
             say("running in this process")
         else:
             _prepare_cluster(client, args.threads_per_task, say)
-        t0 = time.perf_counter()
+        t0, started = time.perf_counter(), time.time()
         try:
             results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
                                      names=names, errors="keep", keep_evecs=args.keep_evecs,
                                      resume=args.resume, progress=True)
         except OSError as e:  # writing a result failed (a full disk, ...): stop, keep what is written
             stopped = e
-            results = _on_disk(args, names, f"not written: the run stopped: {type(e).__name__}: {e}")
+            results = _after_stop(args, names, paths, f"not written: the run stopped: {type(e).__name__}: {e}",
+                                  since=started)
         seconds = time.perf_counter() - t0
 
     rows = summary_rows(results)
-    others = summary_rows(_on_disk(args, None, None, exclude=set(names)))  # earlier runs' subjects
+    others = summary_rows(_earlier_runs(args.out, exclude=set(names)))
     try:
         write_summary(args.out, rows + others)
     except OSError as e:
@@ -199,33 +201,43 @@ def _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_p
         f"({seconds:.1f} s, {rate:.1f} subjects/min)"
         + (f"; summary.csv also lists {_count(len(others), 'subject')} of earlier runs" if others else ""))
     if stopped is not None:
-        say(f"error: writing to {args.out} failed, the run stopped: {type(stopped).__name__}: {stopped}")
+        say(f"error: the run stopped (writing to {args.out}, or the cluster): {type(stopped).__name__}: {stopped}")
     return 1 if failed or stopped is not None else 0
 
 
-def _on_disk(args, names, missing: str | None, exclude=frozenset()) -> list:
-    """The subjects as ``<out>`` holds them: ``names`` (absent or other k: failed with ``missing``), else every file."""
+def _after_stop(args, names, paths, why: str, since: float) -> list:
+    """This run's subjects after it stopped: those ``resume`` would keep (written by this run,
+    or whole from an earlier one with the same settings and mesh), the others failed with ``why``."""
+    from .laplacian.cohort import settings_digest
+    from .laplacian.cohort_store import finished_spectrum, mesh_digest
+    from .tasks import TaskFailure
+
+    digest = settings_digest(args.k, args.descriptors, keep_evecs=args.keep_evecs)
+    arrays = tuple(args.descriptors) + ("evecs",) * args.keep_evecs
+    found = [finished_spectrum(args.out, name, digest, arrays, mesh_digest(path=path))
+             for name, path in zip(names, paths)]
+    # a file this run wrote is no "kept from an earlier run" (resumed), though resume would keep it
+    found = [s if s is None or s.path.stat().st_mtime < since else dataclasses.replace(s, resumed=False)
+             for s in found]
+    return [s if s is not None else TaskFailure(name, RuntimeError(why)) for name, s in zip(names, found)]
+
+
+def _earlier_runs(out, exclude) -> list:
+    """Every other ``<name>.npz`` in ``out``, as it reads back (a damaged one: failed, with why)."""
     from .laplacian.cohort_store import SubjectSpectrum, check_spectrum_file
     from .tasks import TaskFailure
 
-    if names is None:
-        names = sorted(p.name[:-4] for p in args.out.glob("*.npz") if not p.name.startswith("."))
-        names = [n for n in names if n not in exclude]
-    wanted = ("evals", *args.descriptors) + ("evecs",) * args.keep_evecs if missing else ("evals",)
     found = []
-    for name in names:
-        path = args.out / f"{name}.npz"
-        try:
-            fields = check_spectrum_file(path)
-        except ValueError as e:
-            error = RuntimeError(missing) if missing else e
-            found.append(TaskFailure(name, error))
+    for name in sorted(p.name[:-4] for p in out.glob("*.npz") if not p.name.startswith(".")):
+        if name in exclude:
             continue
-        if missing and (len(fields["evals"]) != args.k or any(a not in fields for a in wanted)):
-            found.append(TaskFailure(name, RuntimeError(missing)))
-        else:
-            kept = {k: v for k, v in fields.items() if k == "evals" or k not in _ARRAYS}
-            found.append(SubjectSpectrum(path=path, **dict(kept, name=name)))
+        try:
+            fields = check_spectrum_file(out / f"{name}.npz")
+        except ValueError as e:
+            found.append(TaskFailure(name, e))
+            continue
+        kept = {k: v for k, v in fields.items() if k == "evals" or k not in _ARRAYS}
+        found.append(SubjectSpectrum(path=out / f"{name}.npz", **dict(kept, name=name)))
     return found
 
 

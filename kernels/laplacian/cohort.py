@@ -43,7 +43,7 @@ from .inputs import check_vertices, host_vector
 from .spectral import hks, hks_times, wks, wks_params
 from .topology import MeshTopology
 
-__all__ = ["DESCRIPTORS", "CohortError", "SubjectSpectrum", "cohort_spectra"]
+__all__ = ["DESCRIPTORS", "CohortError", "SubjectSpectrum", "cohort_spectra", "settings_digest"]
 
 DESCRIPTORS = ("hks", "wks")
 EIGEN_OPTIONS = ("method", "sigma", "tol", "maxiter", "dense_max", "factor")
@@ -137,6 +137,12 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     done.update(zip(todo, computed))
     results = [done[i] for i in range(len(names))]
     return raise_failures(results, errors, CohortError, "subjects")
+
+
+def settings_digest(k: int, descriptors=DESCRIPTORS, *, keep_evecs=False, hks_times=None, wks_energies=None,
+                    wks_sigma=None, **eigen_options) -> str:
+    """The ``settings`` digest ``cohort_spectra`` with these arguments gives its subjects (and ``resume`` compares)."""
+    return _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options).digest()
 
 
 # -- arguments (on the caller's side, before any work) ------------------------------------------

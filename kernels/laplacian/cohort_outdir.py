@@ -11,18 +11,24 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 import uuid
+import stat
 from pathlib import Path
 
-__all__ = ["LOCK_NAME", "OutputInUse", "check_writable", "hold"]
+__all__ = ["LOCK_NAME", "OutputInUse", "UnsafeOutput", "check_writable", "hold"]
 
 LOCK_NAME = ".kernelrt-cohort.lock"
 
 
 class OutputInUse(RuntimeError):
     """Another run holds the output directory's lock."""
+
+
+class UnsafeOutput(RuntimeError):
+    """The output directory's lock file is a symlink, or another user's."""
 
 
 def check_writable(out: Path) -> None:
@@ -42,11 +48,16 @@ def check_writable(out: Path) -> None:
 
 @contextlib.contextmanager
 def hold(out: Path):
-    """Hold ``<out>/.kernelrt-cohort.lock`` (``flock``, not blocking) for the block; OutputInUse if held."""
+    """Hold ``<out>/.kernelrt-cohort.lock`` (``flock``, not blocking) for the block.
+
+    Raises:
+        OutputInUse: another run holds it.
+        UnsafeOutput: the lock file is a symlink, another user's, or writable by others.
+    """
     import fcntl  # POSIX only, like the command's Dask and numba workers
 
     path = Path(out) / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open_lock(path, out)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -65,3 +76,24 @@ def hold(out: Path):
                 os.ftruncate(fd, 0)  # the lock goes with the descriptor; the pid goes here
     finally:
         os.close(fd)
+
+
+def _open_lock(path: Path, out) -> int:
+    """The lock file, opened without following a symlink (the pid ``hold`` writes would
+    truncate whatever a planted link names) and refused if another user owns it or can
+    write it (they could hold it forever, or rewrite it)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:  # what O_NOFOLLOW gives for a symlink
+            raise
+        raise UnsafeOutput(f"--out {out}: {path} is a symlink; remove it if no run is using {out}") from None
+    st = os.fstat(fd)
+    problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode)
+               else f"is owned by uid {st.st_uid}" if st.st_uid not in (os.geteuid(), 0)
+               else "is writable by other users" if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else None)
+    if problem:
+        os.close(fd)
+        raise UnsafeOutput(f"--out {out}: {path} {problem}; remove it if no run is using {out}")
+    return fd
+

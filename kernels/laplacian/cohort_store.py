@@ -185,7 +185,8 @@ def check_spectrum_file(path) -> dict:
     return fields
 
 
-STALE_PART = re.compile(r"^\..+\.[0-9a-f]{12}\.part$")  # replaced_atomically's temporary names
+# replaced_atomically's temporary names for the files kernelrt writes (not another program's)
+STALE_PART = re.compile(r"^\.(.+\.npz|summary\.csv)\.[0-9a-f]{12}\.part$")
 
 
 def remove_stale_parts(out) -> list[Path]:

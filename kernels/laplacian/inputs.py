@@ -6,9 +6,10 @@ for meshes that are usable but suspicious (degenerate faces, isolated vertices),
 they are reported (``REPORTS``), and the forms a mass and a 1-D parameter may take
 (a peer's diagonal sparse mass matrix, an (n, 1) column; never a quantity with units).
 An operator's numbers (L's stored entries, the mass, eigenpairs, descriptor grids) must be
-finite: ``check_finite`` refuses NaN and inf in one place, before any work, for every
-public entry that takes them (eigenpairs, ``MeshTopology.eigenpairs`` and so cohorts,
-``hks``/``wks``, ``LaplacianOperator``'s mass, ``as_spectralbrain``).
+finite: ``check_finite`` refuses NaN and inf, before any work, in what the host holds
+(eigenpairs' L and mass, a device mass once copied back; ``MeshTopology.eigenpairs`` and
+so cohorts; ``hks``/``wks``; a host mass given to ``LaplacianOperator`` or
+``as_spectralbrain``). A mass already on the device is checked by ``eigenpairs`` only.
 
 Errors are ``TypeError`` (wrong kind of array) or ``ValueError`` (wrong shape or
 content), with lowercase messages that name the argument and show what was given.

@@ -11,9 +11,11 @@ What each format allows:
 
 * binary PLY: vertex rows are fixed-size, so the vertex block's size is exact; a face row
   holds at least its count and three indices (a face of fewer corners is no surface);
-* ASCII PLY and OFF: a value takes at least two bytes (a digit and a separator);
-* binary STL: 84 bytes of header and count, then exactly 50 bytes per triangle (a file
-  starting with ``solid`` whose size does not fit is ASCII, left to the reader);
+* ASCII PLY and OFF: a value takes at least two bytes (a digit and a separator), the
+  file's last value one;
+* binary STL: 84 bytes of header and count, then exactly 50 bytes per triangle; a file
+  starting with ``solid`` is left to the reader (meshio reads it as binary only when its
+  size fits a count exactly, so it allocates nothing a header claims);
 * FreeSurfer: 12 bytes per vertex and per triangle after the two header lines (volume
   metadata may follow); quad files 6 bytes per vertex and 12 per quad at least.
 
@@ -140,12 +142,14 @@ def check_sizes(path: Path, fmt: str) -> None:
             row = _ply_row(path, name, props, binary)
             needed += n * row
             parts.append(f"{n:,} {name} rows of {'at least ' if not binary or name != 'vertex' else ''}{row} bytes")
+        if not binary and needed > length:
+            needed -= 1  # the file's last value needs no separator after it
         if size < needed:
             raise _short(path, f"a {length}-byte {'binary' if binary else 'ASCII'} PLY header and "
                          + ", ".join(parts), needed, size)
     elif fmt == "OFF":
         nv, nf, length = header
-        needed = length + 6 * nv + 8 * nf
+        needed = length + 6 * nv + 8 * nf - (1 if nv or nf else 0)  # no separator after the last value
         if size < needed:
             raise _short(path, f"{nv:,} OFF vertices (6 bytes each at least) and {nf:,} faces (8 at least)",
                          needed, size)

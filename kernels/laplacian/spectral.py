@@ -104,7 +104,10 @@ def _pair(evals, evecs, caller: str):
 
 
 def _real(x) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+    # a Python or NumPy real scalar, or a 0-d array of one (np.asarray(0.5)); never a bool
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        x = x[()]
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
 def _grid(a, name: str) -> np.ndarray:

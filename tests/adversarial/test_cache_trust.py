@@ -96,14 +96,40 @@ def test_root_in_a_root_owned_sticky_directory_is_accepted(tmp_path):
     assert cache.load(KEY)[0] == b"x"
 
 
-def test_group_writable_ancestor_is_refused(tmp_path):
-    # Not the root, nor its parent: two levels up, where the old check never looked.
+def test_group_writable_ancestor_is_refused(tmp_path, other_uid):
+    # Not the root, nor its parent: two levels up, where the old check never looked. The
+    # group is another user's (krtother's own group), so its members can rename "mine".
+    import pwd
+
     group = tmp_path / "group"
     group.mkdir()
+    os.chown(group, -1, pwd.getpwuid(other_uid).pw_gid)
     os.chmod(group, 0o775)
     with pytest.warns(RuntimeWarning, match="writable by other users"):
         cache = DiskCache(group / "mine" / "cache")
     _refused(cache, str(group))
+
+
+def test_an_ancestor_writable_by_the_users_private_group_is_accepted(tmp_path):
+    # umask 002 with user-private groups (Debian, Fedora): pip leaves ~/.cache g+w for a
+    # group that is this user alone; refusing it would turn the default cache off.
+    import grp
+    import pwd
+
+    user = pwd.getpwuid(os.geteuid())
+    group = grp.getgrgid(user.pw_gid)
+    if group.gr_name != user.pw_name or set(group.gr_mem) - {user.pw_name}:
+        pytest.skip(f"this user's primary group {group.gr_name!r} is not a private one")
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    os.chmod(home / ".cache", 0o775)
+    os.chmod(home, 0o775)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache = DiskCache(home / ".cache" / "kernelrt")
+    assert cache.enabled
+    cache.store(KEY, b"x", {})
+    assert cache.load(KEY)[0] == b"x"
 
 
 def test_symlinked_ancestor_is_resolved_then_checked(tmp_path):

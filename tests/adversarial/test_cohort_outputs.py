@@ -190,7 +190,8 @@ def test_stale_part_files_are_removed_at_the_start_and_only_ours(meshes, tmp_pat
     out = tmp_path / "out"
     out.mkdir()
     stale = [out / ".sub-01.npz.0123456789ab.part", out / ".summary.csv.deadbeef0000.part"]
-    others = [out / "notes.part", out / ".sub-01.npz.part", out / ".x.npz.0123456789AB.part"]
+    others = [out / "notes.part", out / ".sub-01.npz.part", out / ".x.npz.0123456789AB.part",
+              out / ".video.mp4.0123456789ab.part"]  # another program's download: not ours
     for p in stale + others:
         p.write_bytes(b"half")
     assert _cohort(str(meshes), "--out", str(out), "--resume") == 0
@@ -199,6 +200,19 @@ def test_stale_part_files_are_removed_at_the_start_and_only_ours(meshes, tmp_pat
 
 
 # -- item 6: one run at a time per --out; summary.csv from what is on disk ------------------------
+
+
+def test_a_lock_file_planted_as_a_symlink_is_refused_and_its_target_kept(meshes, tmp_path, capsys):
+    # Writing the holder's pid through the link would truncate any file the user can write.
+    out, victim = tmp_path / "out", tmp_path / "victim.txt"
+    out.mkdir()
+    victim.write_text("precious")
+    (out / ".kernelrt-cohort.lock").symlink_to(victim)
+    with pytest.raises(SystemExit) as caught:
+        _cohort(str(meshes), "--out", str(out))
+    assert caught.value.code == 2
+    assert "is a symlink" in capsys.readouterr().err
+    assert victim.read_text() == "precious" and not list(out.glob("*.npz"))
 
 
 def test_a_second_run_into_a_held_out_exits_2_naming_the_holders_pid(meshes, tmp_path, capsys):
@@ -300,3 +314,25 @@ def test_a_full_disk_stops_the_run_reports_it_and_still_writes_the_summary(meshe
     assert [r["status"] for r in rows.values()] == ["ok", "failed", "failed"]
     assert "not written: the run stopped: OSError: [Errno 28]" in rows["sub-02"]["error"]
     assert sorted(p.name for p in out.glob("*.npz")) == ["sub-01.npz"] and not list(out.glob(".*.part"))
+
+
+def test_after_a_full_disk_an_earlier_file_of_another_mesh_is_not_reported_ok(meshes, tmp_path, capsys,
+                                                                              monkeypatch):
+    # The summary after a stop lists as ok only files resume would keep: an earlier run's
+    # file of the same mesh and settings is, one of a mesh edited since is not.
+    out = tmp_path / "out"
+    assert _cohort(str(meshes), "--out", str(out)) == 0
+    _mesh(meshes / "sub-03.ply", seed=33)  # edited since: its old file describes another surface
+    real = cohort_store.replaced_atomically
+
+    def full(path, *a, **kw):
+        if str(path).endswith(".npz"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(cohort_store, "replaced_atomically", full)
+    capsys.readouterr()
+    assert _cohort(str(meshes), "--out", str(out)) == 1
+    rows = _summary(out)
+    assert {n: r["status"] for n, r in rows.items()} == {"sub-01": "ok", "sub-02": "ok", "sub-03": "failed"}
+    assert "not written: the run stopped" in rows["sub-03"]["error"]

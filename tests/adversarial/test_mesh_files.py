@@ -91,6 +91,25 @@ def test_whole_files_still_read(tmp_path):
         assert v.shape == (42, 3) and f.shape == (80, 3)
 
 
+TETRA_PLY = ("ply\nformat ascii 1.0\nelement vertex 4\nproperty float x\nproperty float y\nproperty float z\n"
+             "element face 4\nproperty list uchar int vertex_indices\nend_header\n"
+             "0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3")
+TETRA_OFF = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3"
+
+
+@pytest.mark.parametrize("name, text", [("tetra.ply", TETRA_PLY), ("tetra.off", TETRA_OFF)])
+def test_the_smallest_ascii_files_are_not_refused(tmp_path, name, text):
+    # one-digit values and no newline at the end: the last value has no separator, so a
+    # bound of two bytes per value would refuse a valid file by one byte
+    path = tmp_path / name
+    path.write_text(text)
+    vertices, faces = read_mesh(path)
+    assert vertices.shape == (4, 3) and faces.shape == (4, 3)
+    path.write_text(text[:-2])  # a value short: refused by size, before the reader
+    with pytest.raises(ValueError, match="too short for its header"):
+        read_mesh(path)
+
+
 def test_dangling_links_and_loops_in_a_directory_are_failed_subjects_not_dropped(tmp_path, capsys):
     meshes, out = tmp_path / "meshes", tmp_path / "out"
     meshes.mkdir()

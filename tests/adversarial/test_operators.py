@@ -152,6 +152,10 @@ def test_the_descriptors_refuse_non_finite_eigenpairs():
         lap.hks(pairs, t=np.array([1.0, np.nan]))
     with pytest.raises(ValueError, match=r"sigma must be a finite number"):
         lap.wks(pairs, sigma=np.nan)
+    # the check refuses nothing sound: a 0-d array is a number, as it was before the check
+    np.testing.assert_array_equal(lap.wks(pairs, sigma=np.asarray(0.5)), lap.wks(pairs, sigma=0.5))
+    with pytest.raises(ValueError, match=r"sigma must be a finite number"):
+        lap.wks(pairs, sigma=True)
 
 
 def _floor_messages(caught) -> list[str]:
