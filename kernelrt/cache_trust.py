@@ -116,13 +116,9 @@ def chain_problem(root: os.PathLike | str) -> str | None:
         st = os.lstat(path)
     except OSError as e:
         return f"cannot stat {path}: {e.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{path} is not a directory (a symlink or a file)"
-    if st.st_uid != _uid():
+    if st.st_uid != _uid():  # not even root's: the cache is this user's own
         return f"{path} is owned by uid {st.st_uid}, not by this user (uid {_uid()})"
-    if _open_to_others(st):
-        return _writable_by_others(path, st)
-    return _ancestors_problem(path, st)
+    return stat_problem(path, st, directory=True) or _ancestors_problem(path, st)
 
 
 def _ancestors_problem(path: Path, st) -> str | None:

@@ -334,4 +334,3 @@ def _fingerprint(code) -> tuple:
                    for c in code.co_consts)
     return (code.co_argcount, code.co_kwonlyargcount, code.co_varnames,
             frozenset(code.co_names) | frozenset(code.co_freevars), consts)
-

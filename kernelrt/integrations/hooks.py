@@ -39,10 +39,10 @@ import os
 import re
 import sys
 import threading
-import warnings
 from dataclasses import dataclass, field
 
 from .. import config
+from .startup_hook import warn
 
 __all__ = ["Integration", "Patch", "TESTED_VERSIONS", "log"]
 
@@ -174,10 +174,7 @@ class Integration:
         message = (f"kernelrt {self.name} integration: {why}; the peer is left untouched and runs its own "
                    f"code. Install a tested version of the peer, or unset {self.env_var}")
         log.info("%s", message)
-        try:
-            warnings.warn(message, RuntimeWarning, stacklevel=2)
-        except Warning:  # -W error: the peer's import must go on, so the warning is a stderr line
-            print(f"RuntimeWarning: {message}", file=sys.stderr)
+        warn(message, stacklevel=2)  # under -W error a stderr line: the peer's import must go on
 
     def _on_import(self, module) -> None:
         with _lock:

@@ -17,7 +17,7 @@ the fix; later, one warning, and the peer imports untouched.
 import sys
 import warnings
 
-__all__ = ["PEERS", "install", "uninstall"]
+__all__ = ["PEERS", "install", "uninstall", "warn"]
 
 PEERS = {"KERNELRT_MYOGEN": "myogen", "KERNELRT_SPECTRALBRAIN": "spectralbrain"}  # variable -> top-level package
 _PACKAGE = "kernelrt.integrations"
@@ -54,12 +54,13 @@ def _names() -> str:
     return " and ".join(_variables)
 
 
-def _warn(message: str) -> None:
-    """One warning; under ``-W error`` a stderr line instead, so the import it runs in still succeeds."""
+def warn(message: str, stacklevel: int = 1) -> None:
+    """One RuntimeWarning (``stacklevel`` counted from the caller); under ``-W error`` a
+    stderr line instead, so the import it runs in still succeeds (hooks.py uses it too)."""
     try:
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
     except Warning:
-        print(f"warning: {message}", file=sys.stderr)
+        print(f"RuntimeWarning: {message}", file=sys.stderr)
 
 
 def _enable(package=None) -> None:
@@ -71,9 +72,9 @@ def _enable(package=None) -> None:
             package = importlib.import_module(_PACKAGE)
         package.startup()
     except Exception as e:  # noqa: BLE001  (the peer's import must go on)
-        _warn(f"kernelrt: {_names()} set, but kernelrt's integrations could not be enabled "
-              f"({type(e).__name__}: {e}); the peers run their own code. Reinstall kernelrt "
-              f"(pip install --force-reinstall kernelrt) or unset {_names()}")
+        warn(f"kernelrt: {_names()} set, but kernelrt's integrations could not be enabled "
+             f"({type(e).__name__}: {e}); the peers run their own code. Reinstall kernelrt "
+             f"(pip install --force-reinstall kernelrt) or unset {_names()}", stacklevel=2)
 
 
 class _Watcher:
