@@ -13,8 +13,9 @@ nibabel are imported only when the command runs.
 The run holds an ``flock`` on ``<out>/.kernelrt-cohort.lock`` (a second run into the same
 directory exits 2: cohort_outdir.py), removes the temporary files a killed run left, and
 rebuilds ``summary.csv`` at the end from this run's subjects and the other ``.npz`` files
-in ``<out>``; ``--resume`` keeps only files computed from the mesh file's present bytes. A result that cannot be written (a full disk) stops
-the run: what is written stays, summary.csv is still written, and the rest are failed rows.
+in ``<out>``; ``--resume`` keeps only files computed from the mesh file's present bytes.
+A result that cannot be written (a full disk) stops the run: what is written stays,
+summary.csv is still written, and the rest are failed rows.
 
 Exit status: 0 when every subject succeeded, 1 when some failed or writing a result
 failed (what was written stays; summary.csv says which), 2 for bad arguments, missing
@@ -42,7 +43,6 @@ __all__ = ["SUMMARY_COLUMNS", "add_cohort_parser", "format_table", "summary_rows
 DESCRIPTORS = ("hks", "wks")
 SUMMARY_COLUMNS = ("name", "status", "n_vertices", "n_faces", "lambda_1", "lambda_k", "route",
                    "max_residual", "seconds", "backend", "reports", "error")
-_ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")  # cohort_store's, spelled out
 ZERO_EIGENVALUE = 1e-10  # lambda_1 is the first eigenvalue above this: the constant mode's λ ≈ 0 is not it
 # local:N starts N processes here; a larger N is far more likely a mistyped address (local:8786)
 MAX_LOCAL_WORKERS = 256
@@ -129,9 +129,7 @@ def add_cohort_parser(sub) -> None:
 
 
 def _cmd_cohort(args) -> int:
-    from .laplacian import cohort_spectra  # numba: only when the command runs
-    from .laplacian import cohort_outdir as outdir
-    from .laplacian.cohort_store import remove_stale_parts
+    from .laplacian import cohort_outdir as outdir  # numba: only when the command runs
     from .laplacian.mesh_io import find_meshes, subject_names
 
     parser = args.cohort_parser
@@ -153,19 +151,22 @@ def _cmd_cohort(args) -> int:
         parser.error(f"--out: cannot write to {args.out}: {e.strerror or e}")
     try:
         with outdir.hold(args.out):
-            return _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_parts)
+            return _run(args, names, paths, say, parser)
     except (outdir.OutputInUse, outdir.UnsafeOutput) as e:
         parser.error(str(e))
 
 
-def _run(args, names, paths, say, parser, cohort_spectra, outdir, remove_stale_parts) -> int:
+def _run(args, names, paths, say, parser) -> int:
     """The run, with ``--out`` locked: stale temporaries out, compute, summarise."""
+    from .laplacian import cohort_spectra
+    from .laplacian.cohort_store import remove_stale_parts
+
     stale = remove_stale_parts(args.out)
     what = ", ".join(args.descriptors) or "no descriptors"
     say(f"{_count(len(paths), 'subject')}, k = {args.k}, {what} -> {args.out}")
     if stale:
         say(f"removed {_count(len(stale), 'temporary file')} a killed run left in {args.out}")
-    stopped, t0 = None, time.perf_counter()
+    stopped = None
     with _client(args.scheduler, parser) as client:
         if client is None:
             say("running in this process")
@@ -224,7 +225,7 @@ def _after_stop(args, names, paths, why: str, since: float) -> list:
 
 def _earlier_runs(out, exclude) -> list:
     """Every other ``<name>.npz`` in ``out``, as it reads back (a damaged one: failed, with why)."""
-    from .laplacian.cohort_store import SubjectSpectrum, check_spectrum_file
+    from .laplacian.cohort_store import check_spectrum_file, spectrum_on_disk
     from .tasks import TaskFailure
 
     found = []
@@ -236,8 +237,7 @@ def _earlier_runs(out, exclude) -> list:
         except ValueError as e:
             found.append(TaskFailure(name, e))
             continue
-        kept = {k: v for k, v in fields.items() if k == "evals" or k not in _ARRAYS}
-        found.append(SubjectSpectrum(path=out / f"{name}.npz", **dict(kept, name=name)))
+        found.append(spectrum_on_disk(out / f"{name}.npz", fields, name=name))
     return found
 
 

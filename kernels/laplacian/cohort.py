@@ -30,7 +30,7 @@ import os
 import threading
 import uuid
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +63,7 @@ class _Settings:
     wks_energies: np.ndarray | None
     wks_sigma: float | None
     eigen_options: dict = field(default_factory=dict)
+    mesh_digests: bool = False  # with out=: each subject records its mesh's digest for resume (not in digest())
 
     def digest(self) -> str:
         """What a result depends on, as a short hex digest (``resume`` compares it)."""
@@ -116,6 +117,7 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
         CohortError: with ``errors="raise"``, after the others completed, if any subject failed.
     """
     settings = _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options)
+    settings = replace(settings, mesh_digests=out is not None)  # hashing a mesh is for resume only
     check_errors(errors)
     check_client(client, backend)
     jobs, names = _jobs(meshes, names)
@@ -303,7 +305,8 @@ def _mesh_digest(job: dict) -> str | None:
 
 
 def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
-    mesh = _mesh_digest(job)  # before reading: an edit between the two gives a file resume redoes
+    # before reading: an edit between the two gives a file resume redoes
+    mesh = _mesh_digest(job) if settings.mesh_digests else None
     if "path" in job:
         from .mesh_io import read_mesh
 

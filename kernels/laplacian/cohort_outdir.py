@@ -96,4 +96,3 @@ def _open_lock(path: Path, out) -> int:
         os.close(fd)
         raise UnsafeOutput(f"--out {out}: {path} {problem}; remove it if no run is using {out}")
     return fd
-

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["SubjectSpectrum", "check_spectrum_file", "finished_spectrum", "mesh_digest", "remove_stale_parts",
-           "replaced_atomically", "write_spectrum"]
+           "replaced_atomically", "spectrum_on_disk", "write_spectrum"]
 
 _ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
 _SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend", "settings",
@@ -48,7 +48,8 @@ class SubjectSpectrum:
         settings: a digest of what it was computed with (k, descriptors and their grids,
             eigensolver options), which ``resume`` compares.
         mesh: a digest of the mesh it was computed from (``mesh_digest``: the file's bytes,
-            or the arrays' dtype, shape and bytes), which ``resume`` compares too.
+            or the arrays' dtype, shape and bytes), which ``resume`` compares too; recorded
+            with ``out=`` only (else "").
         path: the ``.npz`` file the arrays were written to (``out=``), else None.
         resumed: True when ``resume=True`` found it already written and did not compute it.
     """
@@ -146,8 +147,14 @@ def finished_spectrum(out: Path, name: str, settings: str, arrays, mesh: str | N
         return None
     if fields.get("settings") != settings or fields.get("mesh") != mesh or any(fields.get(a) is None for a in ("evals", *arrays)):
         return None
-    kept = {k: v for k, v in fields.items() if k not in _ARRAYS or k == "evals"}  # the arrays stay on disk
-    return SubjectSpectrum(path=path, resumed=True, **kept)
+    return spectrum_on_disk(path, fields, resumed=True)
+
+
+def spectrum_on_disk(path, fields: dict, **overrides) -> SubjectSpectrum:
+    """The subject a checked file holds (``check_spectrum_file``'s fields), with its
+    eigenvalues only: the other arrays stay on disk. ``overrides`` replace fields."""
+    kept = {k: v for k, v in fields.items() if k not in _ARRAYS or k == "evals"}
+    return SubjectSpectrum(path=Path(path), **{**kept, **overrides})
 
 
 def check_spectrum_file(path) -> dict:

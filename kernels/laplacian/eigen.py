@@ -92,8 +92,10 @@ def _check_k(k, n: int) -> int:
 
 def _host_vector(m, n: int, name: str) -> np.ndarray:
     # a vector, a column or a peer's diagonal sparse M (inputs.mass_vector), on the host
-    a = np.asarray(_to_host(mass_vector(m, n, name)), dtype=np.float64)
-    check_finite(a, name, "vertex masses", MASS_HINT)  # a device array is checked once here, on the host
+    v = mass_vector(m, n, name)  # checks host forms for NaN and inf
+    a = np.asarray(_to_host(v), dtype=np.float64)
+    if hasattr(v, "__cuda_array_interface__"):  # a device array: checked here, once on the host
+        check_finite(a, name, "vertex masses", MASS_HINT)
     if not np.all(a > 0):
         raise ValueError(f"{name} must be positive everywhere (got min {a.min():g})")
     return a

@@ -156,14 +156,13 @@ def read_mesh(path: str | os.PathLike) -> tuple[np.ndarray, np.ndarray]:
             f"cannot read {path}: meshio has no reader for VTP (VTK XML PolyData); save it as "
             "PLY or VTU, e.g. pyvista.read(path).save('mesh.ply')"
         )
-    check_sizes(path, fmt)  # before a reader allocates what a lying header claims
+    declared = check_sizes(path, fmt)  # before a reader allocates what a lying header claims
     if fmt in _MESHIO_MODULES:
         vertices, faces = _read_meshio(path, fmt)
     else:
         vertices, faces = _read_nibabel(path, fmt)
-    check_counts(path, fmt, vertices, faces)
+    check_counts(path, declared, vertices, faces)
     return _checked(path, fmt, vertices, faces)
-
 
 
 def _read_meshio(path: Path, fmt: str) -> tuple[np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ import errno
 import os
 from pathlib import Path
 
-__all__ = ["check_counts", "check_sizes", "declared_counts", "why_missing"]
+__all__ = ["check_counts", "check_sizes", "why_missing"]
 
 _HEADER_MAX = 1 << 20  # a PLY or OFF header longer than this is no header
 _PLY_TYPES = {"char": 1, "uchar": 1, "int8": 1, "uint8": 1, "short": 2, "ushort": 2, "int16": 2,
@@ -96,20 +96,6 @@ def _ply_row(path: Path, element: str, props: list, binary: bool) -> int:
     return total
 
 
-def declared_counts(path: Path, fmt: str) -> dict | None:
-    """{"vertices": N, "faces": F} as the header declares them (PLY, OFF), else None."""
-    if fmt == "PLY":
-        header = _ply_header(path)
-        if header is None:
-            return None
-        counts = {name: n for name, n, _ in header[2]}
-        return {"vertices": counts.get("vertex", 0), "faces": counts.get("face", 0)}
-    if fmt == "OFF":
-        counts = _off_counts(path)
-        return None if counts is None else dict(zip(("vertices", "faces"), counts[:2]))
-    return None
-
-
 def _off_counts(path: Path) -> tuple[int, int, int] | None:
     """(vertices, faces, header bytes) of an OFF file, or None if its header is not one."""
     with open(path, "rb") as f:
@@ -128,12 +114,17 @@ def _off_counts(path: Path) -> tuple[int, int, int] | None:
     return None
 
 
-def check_sizes(path: Path, fmt: str) -> None:
-    """Refuse ``path`` if it is shorter than its header's element counts need (ValueError)."""
+def check_sizes(path: Path, fmt: str) -> dict | None:
+    """Refuse ``path`` if it is shorter than its header's element counts need (ValueError).
+
+    Returns:
+        ``{"vertices": N, "faces": F}`` as a PLY or OFF header declares them (for
+        ``check_counts``, so the header is read once), else None.
+    """
     size = os.stat(path).st_size
     header = _ply_header(path) if fmt == "PLY" else _off_counts(path) if fmt == "OFF" else ()
     if header is None:
-        return  # no header to check against: the reader says what is wrong
+        return None  # no header to check against: the reader says what is wrong
     if fmt == "PLY":
         kind, length, elements = header
         binary = kind.startswith("binary")
@@ -147,12 +138,15 @@ def check_sizes(path: Path, fmt: str) -> None:
         if size < needed:
             raise _short(path, f"a {length}-byte {'binary' if binary else 'ASCII'} PLY header and "
                          + ", ".join(parts), needed, size)
+        counts = {name: n for name, n, _ in elements}
+        return {"vertices": counts.get("vertex", 0), "faces": counts.get("face", 0)}
     elif fmt == "OFF":
         nv, nf, length = header
         needed = length + 6 * nv + 8 * nf - (1 if nv or nf else 0)  # no separator after the last value
         if size < needed:
             raise _short(path, f"{nv:,} OFF vertices (6 bytes each at least) and {nf:,} faces (8 at least)",
                          needed, size)
+        return {"vertices": nv, "faces": nf}
     elif fmt == "STL":
         with open(path, "rb") as f:
             head = f.read(84)
@@ -163,6 +157,7 @@ def check_sizes(path: Path, fmt: str) -> None:
                                  f"the file has {size:,} (cut short, or a count that lies)")
     elif fmt == "FreeSurfer":
         _check_freesurfer(path, size)
+    return None
 
 
 def _check_freesurfer(path: Path, size: int) -> None:
@@ -188,9 +183,8 @@ def _check_freesurfer(path: Path, size: int) -> None:
                 raise _short(path, f"{nv:,} vertices and {nq:,} quads", needed, size)
 
 
-def check_counts(path: Path, fmt: str, vertices, faces) -> None:
-    """Refuse what a reader returned if it holds fewer vertices or faces than the header declares."""
-    declared = declared_counts(path, fmt)
+def check_counts(path: Path, declared: dict | None, vertices, faces) -> None:
+    """Refuse what a reader returned if it holds other counts than the header declared (``check_sizes``)."""
     if declared is None:
         return
     found = {"vertices": len(vertices), "faces": len(faces)}
