@@ -9,7 +9,8 @@ so processes a peer starts (joblib workers) swap too; unset, it costs two dictio
 lookups. setuptools has no option for a root-level file, so
 ``build_py`` copies it into the build tree and ``editable_wheel`` (PEP 660, what
 ``pip install -e`` runs, which never calls ``build_py``'s outputs into the wheel) writes it
-into the wheel through its strategy object.
+into the wheel through its strategy object. MANIFEST.in puts it in the sdist, so a wheel
+built from the sdist (``pip install kernelrt-X.tar.gz``) has it too.
 """
 
 from pathlib import Path

@@ -6,10 +6,11 @@ then sleeps between loops; measured per small ``prange`` loop with another proce
 per loop" seen before), workqueue a 20 us median, TBB a 1.5 us median and a worst case
 under 0.1 ms. TBB is also safe to call from several threads at once; workqueue is not.
 
-The ``tbb`` wheel installs ``libtbb.so.12`` into ``<prefix>/lib``, which the dynamic
-loader does not search, so numba would silently fall back to OpenMP. We load it by
-path (RTLD_GLOBAL) before numba picks a layer; numba's default priority list already
-puts TBB first. A layer chosen by the user (``NUMBA_THREADING_LAYER``) is left alone.
+The ``tbb`` wheel installs ``libtbb.so.12`` into ``<prefix>/lib`` (``libtbb.12.dylib`` on
+macOS, ``tbb12.dll`` into ``<prefix>/Library/bin`` on Windows), which the dynamic loader
+does not search, so numba would silently fall back to OpenMP. We load it by path
+(RTLD_GLOBAL) before numba picks a layer; numba's default priority list already puts TBB
+first. A layer chosen by the user (``NUMBA_THREADING_LAYER``) is left alone.
 """
 
 from __future__ import annotations
@@ -28,13 +29,26 @@ __all__ = ["prepare_threading_layer", "threading_layer_name"]
 _prepared = False
 
 
-def _tbb_library_candidates() -> list[str]:
-    # The environment's lib/ (pip, venv), and lib/ under sys.path entries (pip --target).
+# Where the tbb wheel puts TBB 12 under a prefix, and its file names, per platform.
+TBB_LIBRARIES = {
+    "linux": (("lib",), "libtbb.so.12*"),
+    "darwin": (("lib",), "libtbb.12*.dylib"),
+    "win32": (("Library", "bin"), "tbb12*.dll"),
+}
+
+
+def _tbb_library_candidates(platform: str | None = None) -> list[str]:
+    """TBB 12 libraries under the environment's prefix (pip, venv) and under sys.path
+    entries (pip --target), for ``platform`` (``sys.platform`` by default)."""
+    platform = platform or sys.platform
+    subdir, pattern = TBB_LIBRARIES.get("linux" if platform.startswith("linux") else platform, (None, None))
+    if subdir is None:
+        return []
     roots = [sys.prefix, sys.base_prefix, os.path.dirname(os.path.dirname(sys.executable))]
-    roots += [p for p in sys.path if p and os.path.isdir(os.path.join(p, "lib"))]
+    roots += [p for p in sys.path if p and os.path.isdir(os.path.join(p, *subdir))]
     found: list[str] = []
     for root in dict.fromkeys(roots):
-        found += sorted(glob.glob(os.path.join(root, "lib", "libtbb.so.12*")))
+        found += sorted(glob.glob(os.path.join(root, *subdir, pattern)))
     return found
 
 

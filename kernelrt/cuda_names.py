@@ -73,6 +73,8 @@ def cuda_path(node, ns: dict, local_names: set[str]) -> str | None:
         if i:
             value = getattr(value, attr, MISSING)
         path = names.get(id(value))
+        if path is None and isinstance(value, types.ModuleType) and value.__name__.startswith("numba.cuda."):
+            path = value.__name__[len("numba.cuda."):]  # imported after the table was made (libdevice)
         if path is not None:
             return ".".join(filter(None, [path, *chain[i + 1 :]]))
         if value is MISSING:

@@ -7,12 +7,13 @@ entries are evicted past the size limit. On top of it kernelrt adds:
 * framing: every entry carries a magic, a format version, its own key and a SHA-256 of
   its body; a corrupt, truncated, foreign or old-format entry is a miss (deleted and
   recompiled), never a crash and never another kernel's code;
-* a per-key ``flock`` lock, so N processes that miss at once compile once while the
-  others wait and then load (the kernel releases the lock if its holder dies);
+* a per-key lock (``flock``, ``LockFileEx`` on Windows), so N processes that miss at once
+  compile once while the others wait and then load (the OS frees it if its holder dies);
 * security: entries are executable code, so the directory is created mode 0700, and
   nothing is loaded unless no other user can write it or rename a directory above it,
   and nothing is ever unpickled inside diskcache (``cache_trust``); otherwise kernelrt
-  warns once, naming the path and the fix, and compiles without the disk cache;
+  warns once, naming the path and the fix, and compiles without the disk cache (also on
+  Windows, whose ACLs these POSIX checks cannot read: ``POSIX_TRUST``);
 * degradation: a read-only or full disk turns the cache memory-only with one warning;
 * counters (hits, misses, compile seconds saved), per process and persisted.
 """
@@ -20,7 +21,6 @@ entries are evicted past the size limit. On top of it kernelrt adds:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -51,6 +51,9 @@ __all__ = ["DiskCache", "CacheStats", "EntryInfo", "resolve_cache_dir", "disk_ca
 MAGIC = b"KRTC"
 FORMAT_VERSION = 1
 _HEADER = struct.Struct("<4sH64s32sI")  # magic, format, key, sha256(meta+payload), len(meta)
+# cache_trust's checks are POSIX owners, modes and O_NOFOLLOW; where they cannot be made
+# (Windows: ACLs, no geteuid) nothing is loaded from disk rather than load unchecked code.
+POSIX_TRUST = hasattr(os, "geteuid") and hasattr(os, "O_NOFOLLOW")
 
 
 def resolve_cache_dir(explicit: str | os.PathLike | None = None) -> Path:
@@ -109,6 +112,9 @@ class DiskCache:
             enabled = config.disk_cache_enabled()
         if not enabled:
             self.disabled_reason = "disabled by KERNELRT_CACHE=0"
+        elif not POSIX_TRUST:
+            self._degrade("its safety checks (file owners and modes) are POSIX-only, so on this platform "
+                          "kernels are compiled in memory in each process; set KERNELRT_CACHE=0 to silence this")
         else:
             self._open()
 
@@ -199,10 +205,7 @@ class DiskCache:
         except (sqlite3.Error, OSError) as e:
             self._degrade(f"cannot read the cache: {e}")
             return None
-        decoded = self._decode(key, blob)
-        if decoded is None:
-            return None
-        return decoded
+        return self._decode(key, blob)
 
     def _decode(self, key: str, blob: bytes):
         if len(blob) < _HEADER.size:
@@ -253,16 +256,22 @@ class DiskCache:
 
     @contextlib.contextmanager
     def lock(self, key: str):
-        """Exclusive per-key lock across processes (a no-op when memory-only)."""
+        """Exclusive per-key lock across processes (a no-op when memory-only), on the
+        descriptor ``open_lock`` checked (``filelock.FileLock`` would reopen the path)."""
         fd = self._open_lock(key) if self._store is not None else None
         if fd is None:
             yield
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            from filelock import lock_descriptor  # lazy: 50 ms, paid by the first compile or load
+
+            try:
+                lock_descriptor(fd, poll_interval=0.01)
+            except OSError as e:  # no lock support (some network filesystems): compiles may repeat
+                config.logger.debug("cache lock %s not taken: %s", key[:12], e)
             yield
         finally:
-            os.close(fd)  # closing releases the flock
+            os.close(fd)  # closing releases the lock
 
     def _open_lock(self, key: str) -> int | None:
         path = self.directory / "locks" / f"{key[:32]}.lock"

@@ -25,8 +25,9 @@ fetch() {
     --platform manylinux1_x86_64 --platform any -d .whl "$@"
 }
 # What the current code imports that the image lacks: the eigensolver's CHOLMOD (cholespy; the
-# Cholesky route and the Chebyshev tests' CPU reference fall back to SuperLU without it).
-fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs cholespy==2.2.0
+# Cholesky route and the Chebyshev tests' CPU reference fall back to SuperLU without it), and
+# the portable cache lock (filelock >= 3.30: lock_descriptor) and memory query (psutil).
+fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs cholespy==2.2.0 "filelock>=3.30" "psutil>=5.9"
 if [ "${DASK:-1}" != 0 ]; then
   # kernelrt.distributed (KernelrtPlugin, cohort_spectra(client=), compute_many(client=)) and
   # `kernelrt cohort` on mesh files; the image has cloudpickle, toolz, msgpack, psutil,

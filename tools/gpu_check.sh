@@ -92,7 +92,7 @@ install_deps() {
   # no build backend and no network needed.
   rm -rf "$SITE/kernelrt" && cp -r kernelrt "$SITE/kernelrt" && rm -rf "$SITE/kernelrt/kernels" \
     && cp -r kernels "$SITE/kernelrt/kernels" || return 1
-  "$PY" -c "import kernelrt, kernelrt.kernels, numba, numba.cuda, diskcache; print('imports ok:', kernelrt.__file__)" \
+  "$PY" -c "import kernelrt, kernelrt.kernels, numba, numba.cuda, diskcache, psutil; from filelock import lock_descriptor; print('imports ok:', kernelrt.__file__)" \
     || { echo "kernelrt does not import"; return 1; }
   echo "$want_stamp" > "$stamp"
 }

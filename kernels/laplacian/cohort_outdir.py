@@ -2,10 +2,10 @@
 
 * ``check_writable``: ``--out`` is created and a probe file written and removed before any
   work, so an unwritable directory fails at once (exit 2), not after a subject is computed.
-* ``hold``: an ``flock`` on ``<out>/.kernelrt-cohort.lock`` for the whole run; a second run
-  into the same directory is refused with the holder's pid (``OutputInUse``). ``flock``
-  is advisory and per host: runs on two hosts sharing ``--out`` over NFS are not kept apart
-  on filesystems without lock support.
+* ``hold``: a lock on ``<out>/.kernelrt-cohort.lock`` for the whole run (``flock``, or
+  ``LockFileEx`` on Windows, through ``filelock``); a second run into the same directory is
+  refused with the holder's pid and host (``OutputInUse``). The lock is per host: runs on
+  two hosts sharing ``--out`` over NFS are not kept apart on filesystems without lock support.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import contextlib
 import errno
 import os
 import socket
-import uuid
 import stat
+import sys
+import uuid
 from pathlib import Path
 
 __all__ = ["LOCK_NAME", "OutputInUse", "UnsafeOutput", "check_writable", "hold"]
@@ -46,29 +47,36 @@ def check_writable(out: Path) -> None:
             os.unlink(probe)
 
 
+# Windows has no O_NOFOLLOW, O_CLOEXEC (its descriptors are not inherited anyway) or POSIX
+# owners; O_BINARY keeps its C runtime from translating newlines.
+_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+_WINDOWS = sys.platform == "win32"
+# Windows locks byte 0 (filelock's one-byte LockFileEx range) against reads by others too, so
+# the holder's "pid host" starts after a pad byte there; a POSIX flock locks no bytes.
+_RECORD_AT = 1 if _WINDOWS else 0
+
+
 @contextlib.contextmanager
 def hold(out: Path):
-    """Hold ``<out>/.kernelrt-cohort.lock`` (``flock``, not blocking) for the block.
+    """Hold ``<out>/.kernelrt-cohort.lock`` (not blocking) for the block.
 
     Raises:
         OutputInUse: another run holds it.
         UnsafeOutput: the lock file is a symlink, another user's, or writable by others.
     """
-    import fcntl  # POSIX only, like the command's Dask and numba workers
+    from filelock import lock_descriptor  # only when the command runs
 
     path = Path(out) / LOCK_NAME
     fd = _open_lock(path, out)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+        if not lock_descriptor(fd, blocking=False):
+            holder = _read_at(fd, _RECORD_AT).split()
             who = f"pid {holder[0]} on {holder[1]}" if len(holder) >= 2 else "a process whose pid is not recorded"
             raise OutputInUse(
                 f"--out {out} is in use by another kernelrt cohort run ({who}): wait for it to finish, "
-                "or give another --out") from None
+                "or give another --out")
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        _write_at(fd, 0, f" {os.getpid()} {socket.gethostname()}\n".encode())  # " ": the pad byte
         try:
             yield path
         finally:
@@ -78,21 +86,41 @@ def hold(out: Path):
         os.close(fd)
 
 
+def _read_at(fd: int, offset: int) -> str:
+    # os.pread is POSIX-only; this descriptor is this process's own, so seeking is safe
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, 200).decode(errors="replace")
+
+
+def _write_at(fd: int, offset: int, data: bytes) -> None:
+    os.lseek(fd, offset, os.SEEK_SET)
+    os.write(fd, data)
+
+
 def _open_lock(path: Path, out) -> int:
     """The lock file, opened without following a symlink (the pid ``hold`` writes would
     truncate whatever a planted link names) and refused if another user owns it or can
     write it (they could hold it forever, or rewrite it)."""
+    if _WINDOWS and os.path.islink(path):  # no O_NOFOLLOW there; making a link needs privilege
+        raise UnsafeOutput(f"--out {out}: {path} is a symlink; remove it if no run is using {out}")
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, _FLAGS, 0o644)
     except OSError as e:
         if e.errno != errno.ELOOP:  # what O_NOFOLLOW gives for a symlink
             raise
         raise UnsafeOutput(f"--out {out}: {path} is a symlink; remove it if no run is using {out}") from None
-    st = os.fstat(fd)
-    problem = ("is not a regular file" if not stat.S_ISREG(st.st_mode)
-               else f"is owned by uid {st.st_uid}" if st.st_uid not in (os.geteuid(), 0)
-               else "is writable by other users" if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else None)
+    problem = _problem(os.fstat(fd))
     if problem:
         os.close(fd)
         raise UnsafeOutput(f"--out {out}: {path} {problem}; remove it if no run is using {out}")
     return fd
+
+
+def _problem(st) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if _WINDOWS:  # ACLs, not POSIX owners and modes: Windows reports every file as uid 0, mode 666
+        return None
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"is owned by uid {st.st_uid}"
+    return "is writable by other users" if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) else None

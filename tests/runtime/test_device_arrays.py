@@ -237,6 +237,7 @@ def test_a_launch_goes_on_the_first_arrays_stream_and_waits_for_the_others():
 
 
 def test_stream_keys_of_numba_streams():
+    pytest.importorskip("numba_cuda", reason="numba-cuda is not installed: its streams wrap cuda.bindings")
     from cuda.bindings import driver as cu
     from numba.cuda.cudadrv.driver import Stream
 

@@ -106,6 +106,7 @@ def test_chebyshev_filter_equals_the_per_step_launches(cpu, degree):
 def test_the_numba_names_prepared_cuda_launches_use_exist():
     """No GPU here: pin the private numba-cuda names the CUDA prepared launch relies on
     (numba_internals.prepared_overload / core_stream / launch_overload)."""
+    pytest.importorskip("numba_cuda", reason="numba-cuda is not installed: these are its private names")
     import inspect
 
     from numba.cuda import dispatcher
@@ -122,6 +123,7 @@ def test_the_numba_names_prepared_cuda_launches_use_exist():
 def test_the_cuda_binder_resolves_once_and_launches_the_overload(monkeypatch):
     """CUDABackend's prepared path without a GPU: stand-ins for the backend, the dispatcher and
     numba's overload record what the binder does (scalar arguments only: no device memory)."""
+    pytest.importorskip("numba_cuda", reason="numba-cuda is not installed: the binder types arguments with it")
     import contextlib
 
     import kernelrt

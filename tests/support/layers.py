@@ -30,7 +30,7 @@ def nvrtc_available() -> bool:
 
 
 requires_nvrtc = pytest.mark.skipif(
-    not nvrtc_available(), reason="PTX compilation needs NVRTC (pip install kernelrt[test])"
+    not nvrtc_available(), reason="PTX compilation needs NVRTC (pip install 'kernelrt[ptx]')"
 )
 
 
