@@ -106,18 +106,32 @@ def plot_ratios(result: dict, path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(9, 0.22 * len(rows) + 1.5), dpi=100)
+    import matplotlib.ticker as ticker  # optional too: only drawing loads matplotlib
+
+    fig, ax = plt.subplots(figsize=(9, 0.22 * len(rows) + 1.9), dpi=100, layout="constrained")
     labels = [f"{r['section']}: {r['case']} ({r['what']})" for r in rows]
-    colours = {"kernel-only": "tab:blue", "e2e": "tab:orange", "copy": "tab:green", "launch": "tab:red"}
-    ax.barh(range(len(rows)), [r["ratio"] for r in rows], color=[colours.get(r["what"], "tab:grey") for r in rows])
-    ax.set_yticks(range(len(rows)), labels, fontsize=6)
-    ax.invert_yaxis()
+    colours = {"kernel-only": "tab:blue", "e2e": "tab:orange", "copy": "tab:green", "launch": "tab:red",
+               "loop": "tab:purple", "host": "tab:grey"}
+    whats = [r["what"] for r in rows]
+    bars = ax.barh(range(len(rows)), [r["ratio"] for r in rows], color=[colours.get(w, "tab:grey") for w in whats])
+    ax.bar_label(bars, [f"{r['ratio']:.3g}x" for r in rows], fontsize=6, padding=2)
+    ax.set_yticks(range(len(rows)), labels, fontsize=7)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # first row on top, no blank band
     ax.set_xscale("log")
     ax.axvline(1.0, color="black", linewidth=1)
+    # from below the limit (1) to room for the value labels
+    ax.set_xlim(min(1.0, *(r["ratio"] for r in rows)) / 1.5, max(r["ratio"] for r in rows) * 2.5)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,g}"))  # 1, 10, 100: not 10^0
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+    # what each colour is: the legend, one entry per kind of timing present
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours.get(w, "tab:grey")) for w in dict.fromkeys(whats)]
+    fig.legend(handles, list(dict.fromkeys(whats)), fontsize=7, loc="outside lower center", ncols=len(handles),
+               title="what is timed", title_fontsize=7)
     ax.set_xlabel("time / floor (1 = the hardware limit; lower is better)")
-    ax.set_title(f"kernelrt GPU probe, {result['device']['name']} ({result['label']}), {result['date']}", fontsize=9)
+    commit = str(result.get("commit") or "?")[:7] + (" + local changes" if result.get("dirty") else "")
+    ax.set_title(f"kernelrt GPU probe, {result['device']['name']} ({result['label']}), {result['date']}\ncommit {commit}",
+                 fontsize=9)
     ax.grid(True, axis="x", which="both", alpha=0.3)
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return True

@@ -13,6 +13,7 @@ run, and the file records the device, the versions and the commit.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import json
 import os
@@ -25,6 +26,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import config
+from .bench_plots import plot_results  # the figures: matplotlib loads only when one is drawn
 from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, package_versions, probe
 
@@ -49,15 +51,26 @@ def _find_repo() -> Path:
 REPO = _find_repo()
 
 
+def _suite(text: str) -> str:
+    """SUITE's argparse type. Not ``choices``: Python 3.11's argparse checks a nargs="*"
+    default against them as a whole list and refuses ``kernelrt bench`` (``invalid choice: ['all']``)."""
+    if text not in (*SUITES, "gpu", "all"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join((*SUITES, 'all', 'gpu'))})")
+    return text
+
+
 def add_bench_parser(sub) -> None:
-    p = sub.add_parser("bench", help="run the benchmark suites against their peers")
-    p.add_argument("suites", nargs="*", default=["all"], choices=[*SUITES, "gpu", "all"], metavar="SUITE",
+    text = "run the benchmark suites against their peers (from a source checkout)"
+    p = sub.add_parser("bench", help=text, description=f"kernelrt bench: {text}; writes one results JSON. "
+                       "Exit status 0 when every benchmark ran, 1 otherwise.")
+    p.add_argument("suites", nargs="*", type=_suite, default=["all"], metavar="SUITE",
                    help=f"one or more of {', '.join(SUITES)} or all (default: all); or gpu alone: the GPU probe "
                         "(bench/gpu_probe.py, docs/gpu.md)")
     p.add_argument("--quick", action="store_true", help="small sizes and few rounds (a smoke run)")
     p.add_argument("--plot", action="store_true", help="also write PNG figures (needs matplotlib: the bench extra)")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default: bench/results)")
-    p.add_argument("--json", action="store_true", help="print the results JSON")
+    p.add_argument("--out", type=Path, default=None, metavar="DIR", help="output folder (default: bench/results)")
+    p.add_argument("--json", action="store_true",
+                   help="print only the results, as one JSON document (pytest's output goes to stderr)")
     p.add_argument("--attach", action="append", default=[], metavar="NAME=PATH",
                    help="embed a JSON file, or a JUnit XML summary, in the results (repeatable)")
     gpu = p.add_argument_group("gpu probe options (kernelrt bench gpu; see python bench/gpu_probe.py --help)")
@@ -75,7 +88,8 @@ def _cmd_bench(args) -> int:
         raise SystemExit(f"kernelrt bench: error: {', '.join(given)}: only for 'kernelrt bench gpu'")
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
     attachments = dict(_attachment(a) for a in args.attach)  # read first: bad paths fail fast
-    result, path = run_bench(suites, quick=args.quick, out_dir=args.out, attachments=attachments)
+    result, path = run_bench(suites, quick=args.quick, out_dir=args.out, attachments=attachments,
+                             log=sys.stderr if args.json else None)
     pngs = plot_results(result, path.with_suffix("")) if args.plot else []
     if args.json:
         print(json.dumps(result, indent=2))
@@ -126,6 +140,14 @@ def _attachment(spec: str) -> tuple[str, object]:
         raise SystemExit(f"--attach {name}: {path} is not JSON ({e})") from None
 
 
+def _descriptor(stream):
+    """Where a child process writes for ``stream``: None (inherit), its descriptor, or stderr's (2)."""
+    try:
+        return None if stream is None else stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without one (a test's capture)
+        return 2
+
+
 def _bench_dir() -> Path:
     folder = REPO / "bench"
     if not folder.is_dir():
@@ -133,8 +155,11 @@ def _bench_dir() -> Path:
     return folder
 
 
-def run_bench(suites, *, quick=False, out_dir=None, attachments=None) -> tuple[dict, Path]:
-    """Run ``suites`` with pytest-benchmark; returns the summary and the JSON path written."""
+def run_bench(suites, *, quick=False, out_dir=None, attachments=None, log=None) -> tuple[dict, Path]:
+    """Run ``suites`` with pytest-benchmark; returns the summary and the JSON path written.
+
+    ``log``: the stream for the pytest command line and pytest's output (default: stdout).
+    """
     folder = _bench_dir()
     files = [str(folder / f"bench_{s}.py") for s in suites]
     missing = [f for f in files if not os.path.exists(f)]
@@ -145,8 +170,8 @@ def run_bench(suites, *, quick=False, out_dir=None, attachments=None) -> tuple[d
         raw_path = Path(tmp) / "raw.json"
         cmd = [sys.executable, "-m", "pytest", *files, "--benchmark-enable", f"--benchmark-json={raw_path}",
                "-q", "-p", "no:cacheprovider", f"--rootdir={REPO}"]
-        print("$ " + " ".join(cmd[1:]), flush=True)
-        code = subprocess.run(cmd, cwd=REPO, env=env).returncode
+        print("$ " + " ".join(cmd[1:]), file=log or sys.stdout, flush=True)
+        code = subprocess.run(cmd, cwd=REPO, env=env, stdout=_descriptor(log)).returncode
         raw = json.loads(raw_path.read_text()) if raw_path.exists() else {"benchmarks": []}
     result = summarize(raw, suites=suites, quick=quick, pytest_exit_code=code)
     result["attachments"] = attachments or {}
@@ -231,142 +256,3 @@ def _device() -> dict:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "device"
-
-
-# -- plots ---------------------------------------------------------------------------------
-
-
-def plot_results(result: dict, stem: Path) -> list[Path]:
-    """PNG figures per suite: time, speedup, and (where known) peak memory, bandwidth and throughput against size.
-
-    Each benchmark ``figure`` (``<suite>-<case>``) is one panel; the panels of a suite share
-    a PNG per quantity, with kernelrt and every peer as lines in the same panel.
-    """
-    try:  # optional (the bench extra), imported only for --plot
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("--plot needs matplotlib: pip install -e '.[bench]'") from None
-    panels: dict[str, dict[str, list]] = {}
-    for e in result["benchmarks"]:
-        name = e["extra_info"].get("figure")
-        if name and "x" in e["extra_info"]:
-            panels.setdefault(name.split("-")[0], {}).setdefault(name, []).append(e)
-    where = f"{result['device']['name']} ({result['device']['backend']}), {result['date']}"
-    written = []
-    for suite, figs in panels.items():
-        series = {name: _series(rows) for name, rows in figs.items()}
-        time_panels = {n: (s, lambda e: e["median_s"] * 1e3) for n, s in series.items()}
-        written.append(_figure(plt, time_panels, figs, "median time [ms]", f"{suite}: time, lower is better\n{where}",
-                               stem.parent / f"{stem.name}-{suite}-time.png", log=True))
-        speed_panels = {n: (sp, None) for n, s in series.items() if (sp := _speedups(s))}
-        if speed_panels:
-            written.append(_figure(plt, speed_panels, figs, "peer time / kernelrt time",
-                                   f"{suite}: speedup of kernelrt, higher is better\n{where}",
-                                   stem.parent / f"{stem.name}-{suite}-speedup.png", log=True, baseline=1.0))
-        mem_panels = {n: (s, lambda e: e["extra_info"]["peak_bytes"] / 1e6) for n, s in series.items()
-                      if all(e["extra_info"].get("peak_bytes") is not None for e in figs[n])}
-        if mem_panels:
-            written.append(_figure(plt, mem_panels, figs, "peak RSS above start [MB]",
-                                   f"{suite}: peak memory, lower is better\n{where}",
-                                   stem.parent / f"{stem.name}-{suite}-memory.png", log=True))
-        bw_panels = {n: (s, bw) for n, s in series.items() if (bw := _bandwidth(figs[n]))}
-        if bw_panels:
-            peak = next((e["extra_info"]["peak_bandwidth"] for rows in figs.values() for e in rows
-                         if "peak_bandwidth" in e["extra_info"]), None)
-            written.append(_figure(plt, bw_panels, figs, "kernel bytes / time [GB/s]",
-                                   f"{suite}: effective rate of the timed call (end to end: copies included), higher is better\n{where}",
-                                   stem.parent / f"{stem.name}-{suite}-bandwidth.png", log=False,
-                                   baseline=peak / 1e9 if peak else None, baseline_label="device peak"))
-        rate_panels = {n: (s, lambda e: e["extra_info"]["throughput"]) for n, s in series.items()
-                       if all("throughput" in e["extra_info"] for e in figs[n])}
-        if rate_panels:
-            labels = {n: figs[n][0]["extra_info"].get("throughput_label", "items per second") for n in rate_panels}
-            written.append(_figure(plt, rate_panels, figs, labels, f"{suite}: throughput, higher is better\n{where}",
-                                   stem.parent / f"{stem.name}-{suite}-throughput.png", log=False, flat_single=True))
-    return written
-
-
-def _series(rows) -> dict:
-    out: dict[str, list] = {}
-    for e in rows:
-        label = e["extra_info"].get("series") or ("kernelrt" if e["role"] == "kernelrt" else (e["peer"] or e["name"]))
-        out.setdefault(label, []).append((e["extra_info"]["x"], e))
-    return {k: sorted(v, key=lambda p: p[0]) for k, v in out.items()}
-
-
-def _speedups(series) -> dict:
-    ours = dict(series.get("kernelrt", []))
-    out = {}
-    for label, pts in series.items():
-        if label == "kernelrt":
-            continue
-        ratio = [(x, e["median_s"] / ours[x]["median_s"]) for x, e in pts if x in ours]
-        if ratio:
-            out[f"vs {label}"] = ratio
-    return out
-
-
-def _bandwidth(rows):
-    """GB/s of an entry from the bytes kernelrt's entry at the same size moves (peers move the same)."""
-    traffic = {e["extra_info"]["x"]: e["extra_info"]["bytes"] for e in rows if "bytes" in e["extra_info"]}
-    if not traffic:
-        return None
-    return lambda e: traffic.get(e["extra_info"]["x"], float("nan")) / e["median_s"] / 1e9
-
-
-def _figure(plt, panels, figs, ylabel, title, path, *, log, baseline=None, baseline_label=None, flat_single=False):
-    """One PNG, a panel per figure. ``ylabel``: one label, or {panel: label}; ``flat_single``
-    draws a series of one point (a single in-process run) as a level across the panel."""
-    n = len(panels)
-    cols = min(n, 3)
-    rows = (n + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows + 0.6), dpi=110, squeeze=False)
-    for ax, (name, (series, value)) in zip(axes.flat, panels.items()):
-        xscale = figs[name][0]["extra_info"].get("x_scale", "log")  # log: sizes span decades
-        span = [min(x for pts in series.values() for x, _ in pts), max(x for pts in series.values() for x, _ in pts)]
-        for label, pts in series.items():
-            xs = [x for x, _ in pts]
-            ys = [v if value is None else value(v) for _, v in pts]
-            style = dict(linewidth=2.6, marker="o", zorder=3) if label == "kernelrt" else dict(linewidth=1.5, marker="s", linestyle="--")
-            if flat_single and len(pts) == 1:
-                (line,) = ax.plot(span, ys * 2, linewidth=1.5, linestyle="--", label=label)
-                ax.plot(xs, ys, marker="s", linestyle="none", color=line.get_color())
-            else:
-                ax.plot(xs, ys, label=label, **style)
-        if flat_single and not log:  # rates: from zero
-            ax.set_ylim(bottom=0)
-        if baseline is not None:
-            ax.axhline(baseline, color="grey", linewidth=1, linestyle=":", label=baseline_label)
-        ax.set_xscale(xscale)
-        if xscale == "linear":  # few discrete values (worker counts): a tick at each
-            ax.set_xticks(sorted({x for pts in series.values() for x, _ in pts}))
-        if log:
-            ax.set_yscale("log")
-            ticker = matplotlib_ticker()
-            plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
-            ax.yaxis.set_major_formatter(plain)
-            low, high = ax.get_ylim()
-            # Label the minor ticks only when the axis spans less than a decade.
-            ax.yaxis.set_minor_formatter(plain if high / low < 10 else ticker.NullFormatter())
-            ax.tick_params(axis="y", which="minor", labelsize=7)
-        ax.set_title(name, fontsize=10)
-        ax.set_xlabel(figs[name][0]["extra_info"].get("x_label", "size"))
-        ax.set_ylabel(ylabel.get(name, "") if isinstance(ylabel, dict) else ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
-
-
-def matplotlib_ticker():
-    import matplotlib.ticker  # optional: only plot_results calls this
-
-    return matplotlib.ticker
