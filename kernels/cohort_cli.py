@@ -1,7 +1,8 @@
 """``kernelrt cohort``: the spectra of many subject surfaces from files, here or on Dask.
 
 A front end over ``laplacian.cohort_spectra``: it finds the mesh files
-(``mesh_io.find_meshes``), names the subjects (``mesh_io.subject_names``), runs them in
+(``mesh_files.find_meshes``, and ``freesurfer_surfaces`` for ``--subjects-dir``), names
+the subjects (``mesh_files.subject_names``), runs them in
 this process, on a ``LocalCluster`` it starts and stops (``--scheduler local:N``) or on a
 running scheduler (``--scheduler ADDRESS``), and writes ``<out>/<name>.npz`` per subject
 plus ``<out>/summary.csv``, one row per subject, failures included.
@@ -27,31 +28,41 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import dataclasses
 import json
-import math
+import os
 import sys
 import time
 from pathlib import Path
 
+from .cohort_summary import SUMMARY_COLUMNS, format_table, summary_rows, write_summary
 from .demo import positive_int
 
 __all__ = ["SUMMARY_COLUMNS", "add_cohort_parser", "format_table", "summary_rows", "write_summary"]
 
-# laplacian.cohort.DESCRIPTORS, spelled out: importing it would import numba for --help
+# laplacian.cohort.DESCRIPTORS and mesh_files' names, spelled out: importing them would import numba for --help
 DESCRIPTORS = ("hks", "wks")
-SUMMARY_COLUMNS = ("name", "status", "n_vertices", "n_faces", "lambda_1", "lambda_k", "route",
-                   "max_residual", "seconds", "backend", "reports", "error")
-ZERO_EIGENVALUE = 1e-10  # lambda_1 is the first eigenvalue above this: the constant mode's λ ≈ 0 is not it
+SURFACES = ("pial", "white", "inflated", "sphere", "orig", "smoothwm", "midthickness", "sphere.reg")
+HEMIS = {"lh": ("lh",), "rh": ("rh",), "both": ("lh", "rh")}
 # local:N starts N processes here; a larger N is far more likely a mistyped address (local:8786)
 MAX_LOCAL_WORKERS = 256
 
 _HELP = """\
 Each MESH is a mesh file (PLY, OBJ, OFF, VTK, VTU, STL, GIFTI, or a FreeSurfer surface
 such as lh.pial) or a directory, whose mesh files are taken (not its subdirectories).
-Subjects are named after their files; a subject's arrays go to DIR/<name>.npz and every
-subject, failed ones included, gets a row in DIR/summary.csv.
+--subjects-dir SUBJECTS takes SUBJECTS/<subject>/surf/<hemi>.<surf> of every subject (a
+subdirectory holding surf/ or mri/), for --hemi and --surf; a missing surface is a failed
+subject, not an error. A subject's arrays go to DIR/<name>.npz and every subject, failed
+ones included, gets a row in DIR/summary.csv.
+
+Names: a file in a subject's surf/ directory is <subject>_<hemi>.<surf> (bert_lh.pial);
+others are named after their files (sub-01.ply -> sub-01); names that would collide get
+their parent directories' names (a/lh.pial, b/lh.pial -> a_lh.pial, b_lh.pial).
+
+Files: evals (k,) float64; with --keep-evecs evecs (N, k); hks (N, T) and wks (N, E) with
+their grids hks_times, wks_energies (float64). --dtype float32 stores evecs, hks and wks
+in float32 (half the bytes; computed in float64); --compress deflates each file. --resume
+keeps files of the same --dtype, compressed or not.
 
 Files are passed to the tasks as absolute paths and read where each task runs: with a
 remote --scheduler, every worker must see them at the same paths (a shared filesystem).
@@ -98,6 +109,14 @@ def _descriptors(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _surfaces(text: str) -> tuple[str, ...]:
+    names = [d.strip() for d in text.split(",") if d.strip()]
+    unknown = [d for d in names if d not in SURFACES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected surfaces among {','.join(SURFACES)} (got {text!r})")
+    return tuple(dict.fromkeys(names))
+
+
 def add_cohort_parser(sub) -> None:
     """Add ``kernelrt cohort`` to the ``kernelrt`` command's subparsers."""
     p = sub.add_parser(
@@ -105,7 +124,12 @@ def add_cohort_parser(sub) -> None:
         description="The k smallest Laplacian eigenpairs (and HKS/WKS) of every subject surface,\n"
                     "one task per subject, in this process or on a Dask cluster.",
         epilog=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("meshes", nargs="+", metavar="MESH", help="mesh files and directories of them")
+    p.add_argument("meshes", nargs="*", metavar="MESH", help="mesh files and directories of them")
+    p.add_argument("--subjects-dir", type=Path, metavar="SUBJECTS",
+                   help="a FreeSurfer SUBJECTS_DIR: every subject's surf/<hemi>.<surf> (with or instead of MESH)")
+    p.add_argument("--surf", type=_surfaces, metavar="LIST",
+                   help=f"with --subjects-dir: comma-separated surfaces among {', '.join(SURFACES)} (default pial)")
+    p.add_argument("--hemi", choices=tuple(HEMIS), help="with --subjects-dir: the hemispheres (default both)")
     p.add_argument("--k", type=positive_int, default=100, help="eigenpairs per subject (default 100)")
     p.add_argument("--scheduler", type=_scheduler, metavar="ADDRESS|local:N",
                    help="a Dask scheduler's address (tcp://host:8786), or local:N to start N worker "
@@ -115,8 +139,14 @@ def add_cohort_parser(sub) -> None:
     p.add_argument("--descriptors", type=_descriptors, default=DESCRIPTORS, metavar="LIST",
                    help="comma-separated descriptors among hks,wks (default hks,wks; '' for eigenpairs only)")
     p.add_argument("--keep-evecs", action="store_true", help="also write the (N, k) eigenvectors")
+    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="dtype of the stored eigenvectors, HKS and WKS (default float64; float32 halves the "
+                        "files; eigenvalues stay float64)")
+    p.add_argument("--compress", action="store_true",
+                   help="deflate each .npz (np.savez_compressed): HKS/WKS files about 15%% smaller in float64, "
+                        "30%% in float32, and seconds slower to write per 40k-vertex subject")
     p.add_argument("--resume", action="store_true",
-                   help="keep the subjects already in DIR (same k, descriptors and mesh file bytes, every "
+                   help="keep the subjects already in DIR (same k, descriptors, --dtype and mesh file bytes, every "
                         "array whole) and compute the others")
     p.add_argument("--threads-per-task", type=positive_int, metavar="T",
                    help="with --scheduler: numba threads per task on the workers (registers "
@@ -130,16 +160,24 @@ def add_cohort_parser(sub) -> None:
 
 def _cmd_cohort(args) -> int:
     from .laplacian import cohort_outdir as outdir  # numba: only when the command runs
-    from .laplacian.mesh_io import find_meshes, subject_names
+    from .laplacian.mesh_files import find_meshes, freesurfer_surfaces, subject_names
 
     parser = args.cohort_parser
     if args.threads_per_task is not None and args.scheduler is None:
         parser.error("--threads-per-task applies to a Dask run: give --scheduler too")
+    if args.subjects_dir is None and (args.surf, args.hemi) != (None, None):
+        parser.error("--surf and --hemi choose the surfaces of --subjects-dir: give it too")
+    if not args.meshes and args.subjects_dir is None:
+        parser.error("give MESH files or directories, or --subjects-dir")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out: {args.out} is a file, not a directory")
     try:
-        files = find_meshes(args.meshes)
-    except (OSError, ValueError) as e:  # missing, unreadable directory, no mesh in it
+        files = find_meshes(args.meshes) if args.meshes else []
+        if args.subjects_dir is not None:
+            surfaces = freesurfer_surfaces(args.subjects_dir, args.surf or ("pial",), HEMIS[args.hemi or "both"])
+            given = {os.path.abspath(f) for f in files}  # a surface also given as MESH runs once
+            files += [f for f in surfaces if os.path.abspath(f) not in given]
+    except (OSError, ValueError) as e:  # missing, unreadable directory, no mesh (or subject) in it
         parser.error(str(e))
     names = subject_names(files)
     # a worker's working directory is not ours: absolute paths name the same files there
@@ -163,7 +201,12 @@ def _run(args, names, paths, say, parser) -> int:
 
     stale = remove_stale_parts(args.out)
     what = ", ".join(args.descriptors) or "no descriptors"
-    say(f"{_count(len(paths), 'subject')}, k = {args.k}, {what} -> {args.out}")
+    stored = ", ".join([args.dtype] * (args.dtype != "float64") + ["compressed"] * args.compress)
+    say(f"{_count(len(paths), 'subject')}, k = {args.k}, {what} -> {args.out}" + (f" ({stored})" if stored else ""))
+    missing = [n for n, p in zip(names, paths) if not os.path.lexists(p)]
+    if missing:
+        say(f"{_count(len(missing), 'surface')} not found, failed rows: {', '.join(missing[:8])}"
+            + (", ..." if len(missing) > 8 else ""))
     if stale:
         say(f"removed {_count(len(stale), 'temporary file')} a killed run left in {args.out}")
     stopped = None
@@ -176,7 +219,7 @@ def _run(args, names, paths, say, parser) -> int:
         try:
             results = cohort_spectra(paths, args.k, descriptors=args.descriptors, client=client, out=args.out,
                                      names=names, errors="keep", keep_evecs=args.keep_evecs,
-                                     resume=args.resume, progress=True)
+                                     resume=args.resume, progress=True, dtype=args.dtype, compress=args.compress)
         except OSError as e:  # writing a result failed (a full disk, ...): stop, keep what is written
             stopped = e
             results = _after_stop(args, names, paths, f"not written: the run stopped: {type(e).__name__}: {e}",
@@ -213,7 +256,7 @@ def _after_stop(args, names, paths, why: str, since: float) -> list:
     from .laplacian.cohort_store import finished_spectrum, mesh_digest
     from .tasks import TaskFailure
 
-    digest = settings_digest(args.k, args.descriptors, keep_evecs=args.keep_evecs)
+    digest = settings_digest(args.k, args.descriptors, keep_evecs=args.keep_evecs, dtype=args.dtype)
     arrays = tuple(args.descriptors) + ("evecs",) * args.keep_evecs
     found = [finished_spectrum(args.out, name, digest, arrays, mesh_digest(path=path))
              for name, path in zip(names, paths)]
@@ -307,71 +350,3 @@ def _has_bokeh(dask_scheduler=None) -> bool:
     import importlib.util
 
     return importlib.util.find_spec("bokeh") is not None
-
-
-# -- the summary ------------------------------------------------------------------------------
-
-
-def summary_rows(results) -> list[dict]:
-    """One dict per subject (``SUMMARY_COLUMNS``), in input order; None where nothing applies.
-
-    Args:
-        results: ``cohort_spectra(..., errors="keep")``'s list of ``SubjectSpectrum`` and
-            ``TaskFailure``.
-
-    Returns:
-        Rows with ``status`` "ok" or "failed", ``lambda_1`` the first eigenvalue above
-        ``ZERO_EIGENVALUE`` (None if none is), ``seconds`` the eigensolver's time, ``reports``
-        the number of degenerate-face reports and ``error`` the failure's one-line message.
-    """
-    rows = []
-    for r in results:
-        row = dict.fromkeys(SUMMARY_COLUMNS)
-        row["name"] = r.name
-        if hasattr(r, "error"):  # a TaskFailure
-            row.update(status="failed", error=" ".join(f"{type(r.error).__name__}: {r.error}".split()))
-        else:
-            positive = [float(x) for x in r.evals if x > ZERO_EIGENVALUE]
-            row.update(status="ok", n_vertices=int(r.n_vertices), n_faces=int(r.n_faces),
-                       lambda_1=positive[0] if positive else None, lambda_k=float(r.evals[-1]), route=r.route,
-                       max_residual=_finite(r.max_residual), seconds=_finite(r.seconds), backend=r.backend,
-                       reports=len(r.reports))
-        rows.append(row)
-    return rows
-
-
-def _finite(x) -> float | None:
-    x = float(x)
-    return x if math.isfinite(x) else None  # JSON has no NaN
-
-
-def write_summary(out, rows) -> Path:
-    """Write ``<out>/summary.csv`` (``SUMMARY_COLUMNS``) whole or not at all: a temporary file, renamed."""
-    from .laplacian.cohort_store import (
-        replaced_atomically,  # numba: only when the command runs
-    )
-
-    path = Path(out) / "summary.csv"
-    with replaced_atomically(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS)
-        writer.writeheader()
-        writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
-    return path
-
-
-_FORMATS = {"lambda_1": "{:.6g}", "lambda_k": "{:.6g}", "max_residual": "{:.1e}", "seconds": "{:.2f}"}
-_RIGHT = {"n_vertices", "n_faces", "lambda_1", "lambda_k", "max_residual", "seconds", "reports"}
-
-
-def format_table(rows) -> str:
-    """The rows as an aligned text table, a header line first; the error column is last and unpadded."""
-    cells = [list(SUMMARY_COLUMNS)]
-    for row in rows:
-        cells.append(["" if row[c] is None else _FORMATS.get(c, "{}").format(row[c]) for c in SUMMARY_COLUMNS])
-    widths = [max(len(line[i]) for line in cells) for i in range(len(SUMMARY_COLUMNS))]
-    lines = []
-    for line in cells:
-        parts = [text.rjust(w) if c in _RIGHT else text.ljust(w)
-                 for c, text, w in zip(SUMMARY_COLUMNS[:-1], line, widths)]
-        lines.append("  ".join(parts + [line[-1]]).rstrip())
-    return "\n".join(lines)

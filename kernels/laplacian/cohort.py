@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tasks import FailedTasks, check_client, check_errors, raise_failures, run_tasks
-from .cohort_store import SubjectSpectrum, finished_spectrum, mesh_digest, write_spectrum
+from .cohort_store import DTYPES, SubjectSpectrum, finished_spectrum, mesh_digest, write_spectrum
 from .eigen import METHODS
 from .factor import LIBRARIES
 from .inputs import check_vertices, host_vector
@@ -63,6 +63,7 @@ class _Settings:
     wks_energies: np.ndarray | None
     wks_sigma: float | None
     eigen_options: dict = field(default_factory=dict)
+    dtype: str = "float64"  # of evecs, HKS and WKS as returned and written
     mesh_digests: bool = False  # with out=: each subject records its mesh's digest for resume (not in digest())
 
     def digest(self) -> str:
@@ -71,13 +72,15 @@ class _Settings:
         h.update(repr((self.k, self.descriptors, self.wks_sigma, sorted(self.eigen_options.items()))).encode())
         for grid in (self.hks_times, self.wks_energies):
             h.update(b"-" if grid is None else grid.tobytes())
+        if self.dtype != "float64":  # float64 digests stay those of files written before dtype= existed
+            h.update(f"dtype={self.dtype}".encode())
         return h.hexdigest()
 
 
 def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None, out=None, names=None,
                    backend=None, errors: str = "raise", keep_evecs: bool = False, hks_times=None,
                    wks_energies=None, wks_sigma=None, resume: bool = False, progress=False,
-                   **eigen_options) -> list:
+                   dtype="float64", compress: bool = False, **eigen_options) -> list:
     """The k smallest eigenpairs and the HKS/WKS of every subject, in input order.
 
     Args:
@@ -106,7 +109,12 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
             array whole and consistent, same k, settings and descriptors, computed from
             the mesh as it is now: the file's bytes or the arrays) are not computed again:
             a cohort cut short (a preempted job, a dead client) continues where it stopped.
-        progress: True draws a bar over subjects (on a terminal); a callable gets 1 per subject.
+        progress: True draws a bar over subjects (on a terminal or in Jupyter); a callable gets 1 per subject.
+        dtype: "float64", or "float32" to return and write ``evecs``, ``hks`` and ``wks`` in
+            half the bytes (computed in float64, rounded where the task runs; ``evals`` and
+            the grids stay float64). Part of the settings ``resume`` compares.
+        compress: with ``out``, deflate each file (``np.savez_compressed``): smaller, slower
+            to write; read back alike, and ``resume`` keeps files written either way.
         **eigen_options: passed to ``eigenpairs`` (method, sigma, tol, maxiter, dense_max, factor).
 
     Returns:
@@ -116,13 +124,14 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
         TypeError, ValueError: an argument is malformed (before any subject runs).
         CohortError: with ``errors="raise"``, after the others completed, if any subject failed.
     """
-    settings = _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options)
+    settings = _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options, dtype)
     settings = replace(settings, mesh_digests=out is not None)  # hashing a mesh is for resume only
     check_errors(errors)
     check_client(client, backend)
     jobs, names = _jobs(meshes, names)
-    if resume and out is None:
-        raise ValueError("resume=True continues a run written to out=: give out too")
+    for flag, what in ((resume, "resume=True continues a run"), (compress, "compress=True compresses the files")):
+        if flag and out is None:
+            raise ValueError(f"{what} written to out=: give out too")
     out = _out_dir(out)
     done = {}
     if resume:
@@ -133,7 +142,7 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
     jobs = [jobs[i] for i in todo]
     if client is not None and jobs:
         jobs = _send_arrays(client, jobs)
-    on_done = None if out is None else functools.partial(_write, out)
+    on_done = None if out is None else functools.partial(_write, out, bool(compress))
     computed = run_tasks(functools.partial(_subject, settings), jobs, [names[i] for i in todo], backend=backend,
                          client=client, on_done=on_done, progress=progress, what="subjects") if jobs else []
     done.update(zip(todo, computed))
@@ -142,17 +151,21 @@ def cohort_spectra(meshes, k: int = 100, *, descriptors=DESCRIPTORS, client=None
 
 
 def settings_digest(k: int, descriptors=DESCRIPTORS, *, keep_evecs=False, hks_times=None, wks_energies=None,
-                    wks_sigma=None, **eigen_options) -> str:
+                    wks_sigma=None, dtype="float64", **eigen_options) -> str:
     """The ``settings`` digest ``cohort_spectra`` with these arguments gives its subjects (and ``resume`` compares)."""
-    return _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options).digest()
+    return _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options,
+                           dtype).digest()
 
 
 # -- arguments (on the caller's side, before any work) ------------------------------------------
 
 
-def _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options) -> _Settings:
+def _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sigma, eigen_options,
+                    dtype="float64") -> _Settings:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive int (got {k!r})")
+    if _dtype_name(dtype) not in DTYPES:
+        raise ValueError(f"dtype must be float64 or float32 (got {dtype!r})")
     if isinstance(descriptors, str):
         descriptors = (descriptors,)
     descriptors = tuple(descriptors)
@@ -170,7 +183,15 @@ def _check_settings(k, descriptors, keep_evecs, hks_times, wks_energies, wks_sig
     if wks_sigma is not None and not (_real(wks_sigma) and np.isfinite(wks_sigma) and wks_sigma > 0):
         raise ValueError(f"wks_sigma must be a positive number (got {wks_sigma!r})")
     return _Settings(int(k), descriptors, bool(keep_evecs), grid["hks_times"], grid["wks_energies"],
-                     None if wks_sigma is None else float(wks_sigma), dict(eigen_options))
+                     None if wks_sigma is None else float(wks_sigma), dict(eigen_options), _dtype_name(dtype))
+
+
+def _dtype_name(dtype) -> str | None:
+    """"float32" for "float32", np.float32 or np.dtype("float32"); None for what is not a dtype."""
+    try:
+        return np.dtype(dtype).name if isinstance(dtype, (str, type, np.dtype)) else None
+    except TypeError:  # a name NumPy does not know
+        return None
 
 
 def _real(x) -> bool:
@@ -318,20 +339,21 @@ def _subject(settings: _Settings, job: dict, backend) -> SubjectSpectrum:
     _REPORTS.lines = []
     L, m = topology.assemble(v, backend)
     pairs = topology.eigenpairs(L, m, settings.k, seed=False, backend=backend, **settings.eigen_options)
-    arrays = {"evals": pairs.evals, "evecs": pairs.evecs if settings.keep_evecs else None}
+    stored = functools.partial(np.asarray, dtype=settings.dtype)  # rounded here: a float32 result travels in half
+    arrays = {"evals": pairs.evals, "evecs": stored(pairs.evecs) if settings.keep_evecs else None}
     if "hks" in settings.descriptors:
         t = settings.hks_times if settings.hks_times is not None else hks_times(pairs.evals)
-        arrays["hks"], arrays["hks_times"] = hks(pairs, t=t, backend=backend), t
+        arrays["hks"], arrays["hks_times"] = stored(hks(pairs, t=t, backend=backend)), t
     if "wks" in settings.descriptors:
         e, sigma = wks_params(pairs.evals)
         e = settings.wks_energies if settings.wks_energies is not None else e
         sigma = settings.wks_sigma if settings.wks_sigma is not None else sigma
-        arrays["wks"] = wks(pairs, e=e, sigma=sigma, backend=backend)
+        arrays["wks"] = stored(wks(pairs, e=e, sigma=sigma, backend=backend))
         arrays["wks_energies"], arrays["wks_sigma"] = e, sigma
     return SubjectSpectrum(
         name=job["name"], n_vertices=topology.n_vertices, n_faces=topology.n_faces, route=pairs.route,
         max_residual=float(pairs.residuals.max()), seconds=pairs.seconds, backend=backend.name,
-        reports=tuple(_REPORTS.lines), settings=settings.digest(), mesh=mesh or "", **arrays,
+        reports=tuple(_REPORTS.lines), settings=settings.digest(), mesh=mesh or "", dtype=settings.dtype, **arrays,
     )
 
 
@@ -371,5 +393,5 @@ def _topology(faces, n_vertices: int) -> MeshTopology:
     return topology
 
 
-def _write(out: Path, i: int, spectrum: SubjectSpectrum) -> SubjectSpectrum:
-    return write_spectrum(out, spectrum)
+def _write(out: Path, compress: bool, i: int, spectrum: SubjectSpectrum) -> SubjectSpectrum:
+    return write_spectrum(out, spectrum, compress=compress)

@@ -3,7 +3,9 @@
 One ``.npz`` per subject (NumPy's own format: no extra dependency, one file per subject
 so a cohort streams to disk and a partial run keeps what it finished). A file is written
 to a temporary name in the same directory and renamed into place, so it is whole or
-absent, never half-written, even if the writer is killed.
+absent, never half-written, even if the writer is killed. Compressed files
+(``np.savez_compressed``) are read by the same reader, with the same checks: zip keeps a
+CRC-32 of every member's uncompressed bytes either way.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ __all__ = ["SubjectSpectrum", "check_spectrum_file", "finished_spectrum", "mesh_
 
 _ARRAYS = ("evals", "evecs", "hks", "hks_times", "wks", "wks_energies")
 _SCALARS = ("name", "n_vertices", "n_faces", "wks_sigma", "route", "max_residual", "seconds", "backend", "settings",
-            "mesh")
+            "mesh", "dtype")
+# the (N, ...) arrays, stored in the file's dtype; evals and the grids stay float64 (k and T values: small)
+_PER_VERTEX = ("evecs", "hks", "wks")
+DTYPES = ("float64", "float32")
 _CHUNK = 1 << 20
 
 
@@ -50,6 +55,8 @@ class SubjectSpectrum:
         mesh: a digest of the mesh it was computed from (``mesh_digest``: the file's bytes,
             or the arrays' dtype, shape and bytes), which ``resume`` compares too; recorded
             with ``out=`` only (else "").
+        dtype: the dtype of ``evecs``, ``hks`` and ``wks`` ("float64", or "float32": half
+            the size); computed in float64 either way, and ``evals`` and the grids stay float64.
         path: the ``.npz`` file the arrays were written to (``out=``), else None.
         resumed: True when ``resume=True`` found it already written and did not compute it.
     """
@@ -71,6 +78,7 @@ class SubjectSpectrum:
     reports: tuple = ()
     settings: str = ""
     mesh: str = ""
+    dtype: str = "float64"
     path: Path | None = None
     resumed: bool = False
 
@@ -87,15 +95,16 @@ class SubjectSpectrum:
             return cls(path=path, **_fields(f, _ARRAYS))
 
 
-def write_spectrum(out: Path, spectrum: SubjectSpectrum) -> SubjectSpectrum:
-    """Write ``<out>/<name>.npz`` atomically; return the spectrum with only its eigenvalues and path."""
+def write_spectrum(out: Path, spectrum: SubjectSpectrum, compress: bool = False) -> SubjectSpectrum:
+    """Write ``<out>/<name>.npz`` atomically (``compress``: deflated, ``np.savez_compressed``);
+    return the spectrum with only its eigenvalues and path."""
     path = Path(out) / f"{spectrum.name}.npz"
     contents = {name: getattr(spectrum, name) for name in _ARRAYS if getattr(spectrum, name) is not None}
     contents.update({name: np.asarray(getattr(spectrum, name)) for name in _SCALARS
                      if getattr(spectrum, name) is not None})
     contents["reports"] = np.asarray(spectrum.reports, dtype=str)
     with replaced_atomically(path, "wb") as f:
-        np.savez(f, **contents)
+        (np.savez_compressed if compress else np.savez)(f, **contents)
     return dataclasses.replace(spectrum, evecs=None, hks=None, wks=None, path=path)
 
 
@@ -160,11 +169,12 @@ def spectrum_on_disk(path, fields: dict, **overrides) -> SubjectSpectrum:
 def check_spectrum_file(path) -> dict:
     """Every field of a subject's ``.npz``, each array read in full and checked; ValueError if not whole.
 
-    Checks: the file is a zip NumPy reads without unpickling, every member's checksum,
-    the scalars ``n_vertices``/``n_faces``/``settings`` are there, ``evals`` is a
-    non-empty finite vector, and each array present has the shape the others imply
-    (``evecs`` (N, k), ``hks`` (N, len(hks_times)), ``wks`` (N, len(wks_energies))) and
-    finite values.
+    Checks: the file is a zip NumPy reads without unpickling (stored or compressed), every
+    member's checksum, the scalars ``n_vertices``/``n_faces``/``settings`` are there,
+    ``evals`` is a non-empty finite vector, each array present has the shape the others
+    imply (``evecs`` (N, k), ``hks`` (N, len(hks_times)), ``wks`` (N, len(wks_energies)))
+    and finite values, and ``evecs``/``hks``/``wks`` have the dtype the file records
+    (``dtype``; float64 in files written before it was recorded).
     """
     try:
         with np.load(path, allow_pickle=False) as f:
@@ -189,6 +199,12 @@ def check_spectrum_file(path) -> dict:
                 raise ValueError(f"{path}: {a} has shape {value.shape}, expected {shapes[a]}")
             if value.dtype.kind not in "fiu" or not np.all(np.isfinite(value)):
                 raise ValueError(f"{path}: {a} holds values that are not finite numbers")
+    dtype = fields.get("dtype", "float64")
+    if dtype not in DTYPES:
+        raise ValueError(f"{path} records the dtype {dtype!r}, expected one of {', '.join(DTYPES)}")
+    wrong = [f"{a} is {fields[a].dtype}" for a in _PER_VERTEX if a in fields and fields[a].dtype != np.dtype(dtype)]
+    if wrong:
+        raise ValueError(f"{path} records the dtype {dtype} but {', '.join(wrong)}")
     return fields
 
 

@@ -2,6 +2,7 @@
 
 Owns one job: a file name in, ``(vertices, faces)`` out, in the dtypes and layouts the
 Laplacian kernels take, or an error that names the file. Nothing here writes meshes.
+Which files are meshes and what their subjects are called: mesh_files.py.
 
 Which library reads which format:
 
@@ -37,72 +38,29 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
-from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
+# find_meshes and subject_names live in mesh_files (which files, what names); imported here
+# too, where they were first defined
+from .mesh_files import (
+    _SUPPORTED,
+    FREESURFER_SURFACES,
+    MESH_SUFFIXES,
+    _mesh_format,
+    _per_vertex_data,
+    find_meshes,
+    freesurfer_surfaces,
+    subject_names,
+)
 from .mesh_sizes import check_counts, check_sizes, why_missing
 
-__all__ = ["FREESURFER_SURFACES", "MESH_SUFFIXES", "find_meshes", "read_mesh", "subject_names"]
-
-MESH_SUFFIXES = (".ply", ".obj", ".off", ".vtk", ".vtp", ".vtu", ".stl", ".gii")
-FREESURFER_SURFACES = (
-    "pial", "white", "inflated", "sphere", "orig", "smoothwm", "midthickness", "sphere.reg",
-)
+__all__ = ["FREESURFER_SURFACES", "MESH_SUFFIXES", "find_meshes", "freesurfer_surfaces", "read_mesh",
+           "subject_names"]
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
-_FORMATS = {
-    ".ply": "PLY", ".obj": "OBJ", ".off": "OFF", ".vtk": "VTK", ".vtp": "VTP",
-    ".vtu": "VTU", ".stl": "STL", ".gii": "GIFTI",
-}
 _MESHIO_MODULES = {"PLY": "ply", "OBJ": "obj", "OFF": "off", "VTK": "vtk", "VTU": "vtu", "STL": "stl"}
-# Per-vertex data that sits beside the surfaces, named like them, skipped when a directory
-# is scanned: FreeSurfer 7 writes lh.area.pial and lh.curv.pial (curv format, whose magic
-# number read_geometry takes for a quad surface's), and HCP folders mix .shape.gii and
-# .func.gii arrays with their .surf.gii files.
-_FREESURFER_DATA = ("area", "curv", "thickness", "sulc", "volume")
-_GIFTI_DATA = (
-    ".func.gii", ".shape.gii", ".label.gii", ".time.gii", ".rgba.gii", ".tensor.gii", ".vector.gii",
-)
-_SUPPORTED = (
-    f"supported: {', '.join(MESH_SUFFIXES)} (and .surf.gii), and FreeSurfer surfaces named "
-    f"<hemi>.<surface> with <surface> one of {', '.join(FREESURFER_SURFACES)} (e.g. lh.pial)"
-)
-
-
-def _mesh_format(name: str) -> str | None:
-    """The format a file name says it holds ("PLY", ..., "FreeSurfer"), or None."""
-    low = name.lower()
-    for suffix, fmt in _FORMATS.items():
-        if low.endswith(suffix) and len(low) > len(suffix):
-            return fmt
-    parts = name.split(".")
-    for n in (2, 1):  # "sphere.reg" spans two parts
-        if len(parts) > n and all(parts[:-n]) and ".".join(parts[-n:]) in FREESURFER_SURFACES:
-            return "FreeSurfer"
-    return None
-
-
-def _per_vertex_data(name: str) -> bool:
-    """Named like a mesh but holds per-vertex data (lh.area.pial, sulc.shape.gii)."""
-    if name.lower().endswith(_GIFTI_DATA):
-        return True
-    parts = name.split(".")
-    return any(
-        len(parts) > n + 1 and ".".join(parts[-n:]) in FREESURFER_SURFACES and parts[-n - 1] in _FREESURFER_DATA
-        for n in (1, 2)
-    )
-
-
-def _stem(name: str) -> str:
-    """The file name without its mesh suffix; FreeSurfer names are kept whole."""
-    low = name.lower()
-    for suffix in (".surf.gii",) + MESH_SUFFIXES:
-        if low.endswith(suffix) and len(low) > len(suffix):
-            return name[: -len(suffix)]
-    return name
 
 
 def _import(module: str, fmt: str):
@@ -267,124 +225,3 @@ def _checked(path: Path, fmt: str, vertices, faces) -> tuple[np.ndarray, np.ndar
         raise ValueError(f"{path}: {bad} vertices have NaN or inf coordinates")
     f = np.require(f, np.int32 if n - 1 <= _INT32_MAX else np.int64, ["C", "W"])
     return v, f
-
-
-def _as_path_list(paths) -> list[Path]:
-    # One path on its own is a common call; iterating a str would walk its characters.
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    return [Path(p) for p in paths]
-
-
-def _scanned(name: str) -> bool:
-    # Hidden files include macOS's "._sub-01.ply" AppleDouble files on shared drives.
-    return not name.startswith(".") and _mesh_format(name) is not None and not _per_vertex_data(name)
-
-
-def _member(q: Path) -> bool:
-    """A regular file, or a link that leads nowhere (dangling, or a loop): it fails as a subject."""
-    return q.is_file() or (q.is_symlink() and not q.exists())
-
-
-def find_meshes(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
-    """The mesh files named by files and directories, for a cohort run.
-
-    Args:
-        paths: files, kept whatever their names (``read_mesh`` checks them), and
-            directories, scanned non-recursively for files whose names are mesh formats
-            (``MESH_SUFFIXES``, FreeSurfer surface names), sorted by name. Hidden files
-            (macOS's ``._sub-01.ply``) and per-vertex data named like surfaces
-            (``lh.area.pial``, ``*.shape.gii``) are skipped. A dangling symbolic link or
-            a loop of links named like a mesh is kept: its subject fails (``read_mesh``
-            says why) rather than vanishing from the cohort.
-
-    Returns:
-        The files in the order given, each once (same resolved path).
-
-    Raises:
-        FileNotFoundError: a path does not exist.
-        ValueError: a directory holds no mesh file.
-        OSError: a directory cannot be listed (``PermissionError``, ...), naming it.
-    """
-    found: list[Path] = []
-    seen: set[Path] = set()
-    for p in _as_path_list(paths):
-        if not p.exists():
-            raise FileNotFoundError(f"mesh file or directory not found: {p}")
-        if p.is_dir():
-            try:
-                members = sorted((q for q in p.iterdir() if _scanned(q.name) and _member(q)), key=lambda q: q.name)
-            except OSError as e:
-                raise type(e)(e.errno, f"cannot list the mesh directory {p}: {e.strerror}") from e
-            if not members:
-                raise ValueError(f"directory {p} holds no mesh files ({_SUPPORTED})")
-        else:
-            members = [p]
-        for q in members:
-            try:
-                key = q.resolve(strict=True)
-            except (OSError, RuntimeError):  # a dangling link or a loop: kept, to fail as a subject
-                key = Path(os.path.abspath(q))
-            if key not in seen:
-                seen.add(key)
-                found.append(q)
-    return found
-
-
-def _safe(name: str) -> str:
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip(".")  # no hidden output files
-    return name or "mesh"
-
-
-def subject_names(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
-    """A distinct, file-name-safe name per mesh file, to name its outputs.
-
-    The name is the file name without its mesh suffix (``sub-01.ply`` -> ``sub-01``,
-    ``sub.surf.gii`` -> ``sub``, ``lh.pial`` -> ``lh.pial``), with characters other than
-    ``A-Z a-z 0-9 . _ -`` replaced by ``_``. Names that collide (ignoring case, for
-    case-insensitive file systems) get as many parent directory names as tell them apart
-    (``a/lh.pial``, ``b/lh.pial`` -> ``a_lh.pial``, ``b_lh.pial``); files of one directory
-    keep their suffixes instead (``sub.ply``, ``sub.obj``); the same file given twice is
-    numbered (``sub_1``, ``sub_2``).
-
-    Args:
-        paths: mesh files, as ``find_meshes`` returns them.
-
-    Returns:
-        One name per path, in order.
-    """
-    paths = _as_path_list(paths)
-    # abspath, not resolve: FreeSurfer 7's lh.pial is a link to lh.pial.T1
-    dirs = [Path(os.path.abspath(p)).parent.parts[1:] for p in paths]
-    names = [_safe(_stem(p.name)) for p in paths]
-    groups: dict[str, list[int]] = {}
-    for i, name in enumerate(names):
-        groups.setdefault(name.casefold(), []).append(i)
-    for members in groups.values():
-        if len(members) == 1:
-            continue
-        # Parents cannot tell apart two files of one directory (sub.ply, sub.obj): their
-        # full names can.
-        full = {i: _safe(paths[i].name) for i in members}
-        for i in members:
-            if any(dirs[j] == dirs[i] and full[j].casefold() != full[i].casefold() for j in members):
-                names[i] = full[i]
-        for k in range(max(len(dirs[i]) for i in members) + 1):
-            trial = {i: _safe("_".join(dirs[i][max(0, len(dirs[i]) - k):] + (names[i],))) for i in members}
-            if len({t.casefold() for t in trial.values()}) == len(members):
-                for i, t in trial.items():
-                    names[i] = t
-                break
-    # Left: the same file given twice, or a prefixed name that met another's plain name.
-    taken = {}
-    for name in names:
-        taken[name.casefold()] = taken.get(name.casefold(), 0) + 1
-    used = set(taken)
-    for i, name in enumerate(names):
-        if taken[name.casefold()] > 1:
-            k = 1
-            while f"{name}_{k}".casefold() in used:
-                k += 1
-            names[i] = f"{name}_{k}"
-            used.add(names[i].casefold())
-    return names
