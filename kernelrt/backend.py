@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import abc
 import contextlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .arguments import check_dtype, check_shape
+from .discovery import Availability
 from .errors import BackendMismatchError, DeviceMismatchError, LaunchConfigError
 from .kernel_def import Kernel, adopt
 from .prepared import LaunchSequence, PreparedLaunch
@@ -44,6 +48,7 @@ class CompiledKernel:
 
     @property
     def name(self) -> str:
+        """The kernel's name (its Python function's)."""
         return self.kernel.name
 
     def __getitem__(self, config) -> "BoundLaunch":
@@ -92,15 +97,38 @@ class Backend(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def availability(cls, device_id: int = 0):
-        """Whether this backend can run here, and why not (an ``Availability``)."""
+    def availability(cls, device_id: int = 0) -> Availability:
+        """Whether this backend can run on device ``device_id`` here, and if not, why.
+
+        Never raises and creates no CUDA context, so it is safe to call anywhere.
+
+        Args:
+            device_id: the device to ask about (the CPU backend has one, 0).
+
+        Returns:
+            An ``Availability``: truthy when usable; ``code`` is machine-readable and
+            ``reason`` a sentence that ends with what to install or change.
+        """
 
     @classmethod
     def check_available(cls, device_id: int = 0) -> bool:
+        """Whether this backend can run on device ``device_id`` here: ``bool(availability())``.
+
+        ``availability(device_id)`` says why not. Example::
+
+            backend = kernelrt.CUDABackend() if kernelrt.CUDABackend.check_available() else kernelrt.CPUBackend()
+
+        Args:
+            device_id: the device to ask about.
+
+        Returns:
+            True when a backend for that device can be made.
+        """
         return bool(cls.availability(device_id))
 
     @property
     def is_available(self) -> bool:
+        """Whether this backend's device is still usable (``check_available`` for its device)."""
         return bool(self.availability(self.device_id))
 
     @property
@@ -108,7 +136,7 @@ class Backend(abc.ABC):
         """True for a CUDA backend running in Numba's CUDA simulator (host memory, no CuPy)."""
         return False
 
-    def activated(self):
+    def activated(self) -> contextlib.AbstractContextManager[Any]:
         """Context manager making this backend's device current on the calling thread.
 
         Code that calls a foreign GPU library (CuPy) inside it runs on this backend's
@@ -123,19 +151,46 @@ class Backend(abc.ABC):
     # -- memory --------------------------------------------------------------------------
 
     @abc.abstractmethod
-    def allocate(self, shape, dtype=np.float32):
-        """An uninitialised array of ``shape`` and ``dtype`` on this backend's device."""
+    def allocate(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
+        """An uninitialised array of ``shape`` and ``dtype`` on this backend's device.
+
+        Args:
+            shape: an int or a tuple of ints >= 0.
+            dtype: a NumPy dtype or scalar type (default float32).
+
+        Returns:
+            A NumPy array on the CPU; a CuPy (or numba) device array on CUDA.
+
+        Raises:
+            TypeError, ValueError: a malformed ``shape`` or ``dtype``.
+        """
 
     @abc.abstractmethod
-    def zeros(self, shape, dtype=np.float32):
-        """A zero-filled array on this backend's device."""
+    def zeros(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
+        """A zero-filled array of ``shape`` and ``dtype`` on this backend's device.
+
+        Args:
+            shape: an int or a tuple of ints >= 0.
+            dtype: a NumPy dtype or scalar type (default float32).
+
+        Returns:
+            A NumPy array on the CPU; a CuPy (or numba) device array on CUDA.
+        """
 
     @abc.abstractmethod
-    def to_device(self, a, stream=None):
-        """Copy host array ``a`` to this device (a C-contiguous copy)."""
+    def to_device(self, a: Any, stream: Any = None) -> Any:
+        """Copy host array ``a`` to this device (a C-contiguous copy).
+
+        Args:
+            a: a NumPy array or anything ``numpy.asarray`` takes.
+            stream: None: the copy is complete on return; a stream: queued on it.
+
+        Returns:
+            The copy: a NumPy array on the CPU, a device array on CUDA.
+        """
 
     @abc.abstractmethod
-    def to_host(self, a, stream=None, out=None):
+    def to_host(self, a: Any, stream: Any = None, out: np.ndarray | None = None) -> np.ndarray:
         """Copy array ``a`` back to a host numpy array.
 
         Args:
@@ -158,16 +213,16 @@ class Backend(abc.ABC):
         """(free_bytes, total_bytes) of this backend's device."""
 
     @abc.abstractmethod
-    def stream(self):
+    def stream(self) -> Any:
         """A new stream (work queue) on this device."""
 
     @abc.abstractmethod
-    def event(self, timing: bool = True):
+    def event(self, timing: bool = True) -> Any:
         """A new event on this device, for ordering and timing."""
 
     # -- kernels ---------------------------------------------------------------------------
 
-    def compile_kernel(self, func, signature=None) -> CompiledKernel:
+    def compile_kernel(self, func: Any, signature: Any = None) -> CompiledKernel:
         """Compile ``func`` for this device through the disk cache.
 
         With a ``signature`` (or one the kernel declares) the code is compiled or loaded
@@ -212,11 +267,40 @@ class Backend(abc.ABC):
         """Load or compile ``kernel`` for ``argtypes`` through the cache; returns the status."""
 
     @abc.abstractmethod
-    def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
-        """Run ``kernel`` over ``grid`` x ``block`` threads with ``args``."""
+    def launch_kernel(self, kernel: Any, grid: Any, block: Any, *args: Any, stream: Any = None,
+                      shared_mem: int = 0) -> None:
+        """Run ``kernel`` over ``grid`` x ``block`` threads with ``args``.
+
+        Compiles (or loads from the disk cache) on the first launch of each argument-type
+        combination. On the CPU the launch has finished on return; on a GPU it is queued on
+        ``stream`` (None: the stream the arguments' arrays were made on), so read results
+        with ``to_host`` or after ``synchronize()``.
+
+        Args:
+            kernel: a ``@kernelrt.kernel`` or ``@kernelrt.cuda_kernel``, a ``CompiledKernel``
+                of this backend, a ``numba.cuda.jit`` function or a plain numba.cuda-style one.
+            grid: blocks per axis: an int, or a tuple of 1 to 3 ints >= 1.
+            block: threads per block per axis, as ``grid``; the index space is grid * block
+                per axis, so kernels guard their index.
+            *args: the kernel's arguments: this backend's arrays (``to_device``, ``zeros``,
+                CuPy or DLPack arrays on CUDA) and scalars.
+            stream: a stream of this backend (``stream()``; CuPy's too on CUDA), or None.
+            shared_mem: dynamic shared memory per block in bytes (``cuda_kernel`` only).
+
+        Raises:
+            LaunchConfigError: ``grid``, ``block`` or ``shared_mem`` malformed or over the
+                device's limits (the CPU checks the limits every supported GPU has).
+            KernelArgumentError: the arguments do not match the kernel (count, or a type
+                other than its ``signature``); the message names the argument.
+            BackendMismatchError: a kernel or an array of another backend (a host array on
+                CUDA, a device array on the CPU), or a CUDA kernel the CPU cannot run.
+            DeviceMismatchError: an array on another GPU.
+            ComputeCapabilityError: the device is older than the kernel's ``min_cc``.
+        """
 
     @abc.abstractmethod
-    def prepare(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> PreparedLaunch:
+    def prepare(self, kernel: Any, grid: Any, block: Any, *args: Any, stream: Any = None,
+                shared_mem: int = 0) -> PreparedLaunch:
         """A launch of ``kernel`` resolved once, for loops: ``p()`` launches, ``p(*args)`` re-binds.
 
         Does ``launch_kernel``'s checks (configuration, arguments, device), and resolves the
@@ -240,7 +324,7 @@ class Backend(abc.ABC):
                 as ``launch_kernel`` would (re-binds: ``KernelArgumentError`` for another kind).
         """
 
-    def sequence(self, launches, graph: bool = True) -> LaunchSequence:
+    def sequence(self, launches: Iterable[PreparedLaunch], graph: bool = True) -> LaunchSequence:
         """Prepared launches to run in order, ``run(repeats)`` times (a step loop).
 
         On the CPU a plain loop; CUDABackend replays the sequence as a CUDA graph where it can
@@ -253,7 +337,7 @@ class Backend(abc.ABC):
         """
         return LaunchSequence(launches)
 
-    def is_device_array(self, a) -> bool:
+    def is_device_array(self, a: object) -> bool:
         """True when ``a`` is an array this backend's kernels take."""
         return isinstance(a, np.ndarray)
 

@@ -6,27 +6,32 @@ kernelrt reads ``os.environ``. The benchmarks (bench/, not installed) read two o
 own: ``KERNELRT_BENCH_QUICK`` (small sizes, set by ``kernelrt bench --quick``) and
 ``KERNELRT_MYOGEN_PYTHON`` (a Python 3.12 with MyoGen, the SFAP peer).
 
-=========================  ===================================================
-``KERNELRT_CACHE_DIR``     root of the compiled-kernel cache (``disk_cache.resolve_cache_dir``)
-``KERNELRT_CACHE``         ``0`` disables the disk cache (memory cache only)
-``KERNELRT_CACHE_SIZE_GB`` disk cache size limit before LRU eviction (default 2; at least
-                           1 MiB = 0.000977, finite)
-``KERNELRT_DEBUG``         ``1`` logs cache and compile decisions at DEBUG level
-``KERNELRT_DEBUG_KERNELS`` ``1`` makes backends built without ``debug=`` compile
-                           debug kernels (CPU: bounds-checked; CUDA: ``debug=True``)
-``KERNELRT_SIMULATOR_CC``  compute capability the CUDA simulator pretends to have,
-                           e.g. ``9.0`` (Numba's simulator reports 5.2)
-``KERNELRT_REPO``          the checkout whose ``bench/`` ``kernelrt bench`` runs
-                           (default: the working directory, then the source tree)
-``KERNELRT_MYOGEN``        ``1`` swaps MyoGen's SFAP code for kernelrt's in every process
-                           (``kernelrt.integrations``; ``enable()`` sets it for children)
-``KERNELRT_SPECTRALBRAIN`` the same for SpectralBrain's cotangent Laplacian
-``CUDA_VISIBLE_DEVICES``   CUDA's own: the GPUs a process sees (dask-cuda sets one per
-                           worker; ``kernelrt.distributed`` reports it)
-``MYOGEN_DISABLE_GPU``     MyoGen's own: ``1`` makes ``use_gpu=None`` mean the CPU
-``NUMBA_ENABLE_CUDASIM``   Numba's own switch: run CUDA kernels in the simulator
-``NUMBA_THREADING_LAYER``  Numba's own: when set, kernelrt does not preload TBB
-=========================  ===================================================
+============================  ============================================================
+``KERNELRT_CACHE_DIR``        root of the compiled-kernel cache (``disk_cache.resolve_cache_dir``)
+``KERNELRT_CACHE``            ``0`` disables the disk cache (memory cache only)
+``KERNELRT_CACHE_SIZE_GB``    disk cache size limit before LRU eviction (default 2; at least
+                              1 MiB = 0.000977, finite)
+``KERNELRT_DEBUG``            ``1`` logs cache and compile decisions at DEBUG level
+``KERNELRT_DEBUG_KERNELS``    ``1`` makes backends built without ``debug=`` compile
+                              debug kernels (CPU: bounds-checked; CUDA: ``debug=True``)
+``KERNELRT_FALLBACK_NOTICE``  ``0`` silences the ``CPUFallbackWarning`` that
+                              ``get_backend("auto")`` issues once per process when it
+                              falls back to the CPU (default: on)
+``KERNELRT_SIMULATOR_CC``     compute capability the CUDA simulator pretends to have,
+                              e.g. ``9.0`` (Numba's simulator reports 5.2)
+``KERNELRT_REPO``             the checkout whose ``bench/`` ``kernelrt bench`` runs
+                              (default: the working directory, then the source tree)
+``KERNELRT_MYOGEN``           ``1`` swaps MyoGen's SFAP code for kernelrt's in every process
+                              (``kernelrt.integrations``; ``enable()`` sets it for children)
+``KERNELRT_SPECTRALBRAIN``    the same for SpectralBrain's cotangent Laplacian
+``CUDA_VISIBLE_DEVICES``      CUDA's own: the GPUs a process sees (dask-cuda sets one per
+                              worker; ``kernelrt.distributed`` reports it)
+``SUBJECTS_DIR``              FreeSurfer's own: its subjects directory, the default of
+                              ``kernelrt cohort --subjects-dir``
+``MYOGEN_DISABLE_GPU``        MyoGen's own: ``1`` makes ``use_gpu=None`` mean the CPU
+``NUMBA_ENABLE_CUDASIM``      Numba's own switch: run CUDA kernels in the simulator
+``NUMBA_THREADING_LAYER``     Numba's own: when set, kernelrt does not preload TBB
+============================  ============================================================
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ __all__ = [
     "myogen_gpu_disabled",
     "use_cache_dir",
     "visible_cuda_devices",
+    "fallback_notice_enabled",
+    "freesurfer_subjects_dir",
     "logger",
 ]
 
@@ -64,10 +71,12 @@ def _flag(name: str, default: bool) -> bool:
 
 
 def cache_dir_override() -> str | None:
+    """``KERNELRT_CACHE_DIR``: the kernel cache's root, or None (unset or empty: the default)."""
     return os.environ.get("KERNELRT_CACHE_DIR") or None
 
 
 def disk_cache_enabled() -> bool:
+    """``KERNELRT_CACHE``: False when set to 0/false/no/off (memory cache only)."""
     return _flag("KERNELRT_CACHE", True)
 
 
@@ -102,6 +111,7 @@ def cache_size_limit_bytes() -> int:
 
 
 def debug_enabled() -> bool:
+    """``KERNELRT_DEBUG``: whether cache and compile decisions are logged at DEBUG level."""
     return _flag("KERNELRT_DEBUG", False)
 
 
@@ -125,10 +135,16 @@ def debug_kernels(debug: bool | None = None) -> bool:
 
 
 def simulator_enabled() -> bool:
+    """Numba's ``NUMBA_ENABLE_CUDASIM``: whether CUDA kernels run in its simulator."""
     return _flag("NUMBA_ENABLE_CUDASIM", False)
 
 
 def simulator_cc() -> tuple[int, int]:
+    """``KERNELRT_SIMULATOR_CC``: the compute capability the simulator reports (default 5.2).
+
+    Raises:
+        ValueError: not of the form ``major.minor``.
+    """
     value = os.environ.get("KERNELRT_SIMULATOR_CC")
     if not value:
         return (5, 2)
@@ -142,10 +158,12 @@ def simulator_cc() -> tuple[int, int]:
 
 
 def bench_repo_override() -> str | None:
+    """``KERNELRT_REPO``: the checkout whose ``bench/`` ``kernelrt bench`` runs, or None."""
     return os.environ.get("KERNELRT_REPO") or None
 
 
 def numba_threading_layer() -> str | None:
+    """Numba's ``NUMBA_THREADING_LAYER``, or None: when set, kernelrt does not preload TBB."""
     return os.environ.get("NUMBA_THREADING_LAYER") or None
 
 
@@ -179,6 +197,20 @@ def use_cache_dir(path) -> None:
 def visible_cuda_devices() -> str | None:
     """CUDA's ``CUDA_VISIBLE_DEVICES`` (None when unset): the GPUs this process sees."""
     return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def fallback_notice_enabled() -> bool:
+    """``KERNELRT_FALLBACK_NOTICE``: False when set to 0/false/no/off.
+
+    When True (the default), ``get_backend("auto")`` issues one ``CPUFallbackWarning`` per
+    process when it falls back to the CPU.
+    """
+    return _flag("KERNELRT_FALLBACK_NOTICE", True)
+
+
+def freesurfer_subjects_dir() -> str | None:
+    """FreeSurfer's ``SUBJECTS_DIR`` (None when unset or empty): its subjects directory."""
+    return os.environ.get("SUBJECTS_DIR") or None
 
 
 if debug_enabled():

@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
+from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .arguments import check_kernel_arguments, is_device_array
 from .backend import Backend
@@ -105,29 +107,37 @@ class CPUBackend(Backend):
         self._min_rows = 4 * numba.config.NUMBA_NUM_THREADS
 
     @classmethod
-    def availability(cls, device_id: int = 0):
+    def availability(cls, device_id: int = 0) -> Availability:
+        """Always usable, on device 0 (the host's cores); another id is out of range.
+
+        Args:
+            device_id: must be 0.
+
+        Returns:
+            An ``Availability`` with code "ok", or "device_out_of_range".
+        """
         if device_id != 0:
             return Availability("device_out_of_range", f"CPUBackend has one device, 0 (got {device_id})", device_id)
         return Availability("ok", f"CPU backend on {cpu_name()}", 0, (), CudaFacts())
 
     # -- memory --------------------------------------------------------------------------
 
-    def allocate(self, shape, dtype=np.float32):
+    def allocate(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
         shape, dtype = self._shape_dtype(shape, dtype)
         return np.empty(shape, dtype)
 
-    def zeros(self, shape, dtype=np.float32):
+    def zeros(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
         shape, dtype = self._shape_dtype(shape, dtype)
         return np.zeros(shape, dtype)
 
-    def to_device(self, a, stream=None):
+    def to_device(self, a: Any, stream: Any = None) -> Any:
         if is_device_array(a):
             raise BackendMismatchError(
                 "to_device takes a host array (got a CUDA device array); copy it to the host first"
             )
         return np.array(a, order="C", copy=True)
 
-    def to_host(self, a, stream=None, out=None):
+    def to_host(self, a: Any, stream: Any = None, out: np.ndarray | None = None) -> np.ndarray:
         if is_device_array(a):
             raise BackendMismatchError(
                 "CPUBackend.to_host takes numpy arrays (got a CUDA device array); use the CUDA backend's to_host"
@@ -144,10 +154,10 @@ class CPUBackend(Backend):
     def get_memory_info(self) -> tuple[int, int]:
         return host_memory_info()
 
-    def stream(self):
+    def stream(self) -> CPUStream:
         return CPUStream()
 
-    def event(self, timing: bool = True):
+    def event(self, timing: bool = True) -> CPUEvent:
         return CPUEvent()
 
     # -- kernels -------------------------------------------------------------------------------

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import device_arrays
 from .arguments import check_kernel_arguments, is_device_array
@@ -29,7 +31,7 @@ from .config import debug_kernels
 from .cuda_prepared import CudaBinder, GraphSequence
 from .current_device import CurrentDevice
 from .device_arrays import FOREIGN, HOST, NUMBA, argument_kind, device_of
-from .discovery import classify, host_memory_info, probe
+from .discovery import Availability, classify, host_memory_info, probe
 from .disk_cache import disk_cache_for
 from .errors import (
     ComputeCapabilityError,
@@ -118,7 +120,20 @@ class CUDABackend(Backend):
         self.limits = self._read_limits()
 
     @classmethod
-    def availability(cls, device_id: int = 0):
+    def availability(cls, device_id: int = 0) -> Availability:
+        """Whether CUDA device ``device_id`` can run kernels here, and if not, why and the fix.
+
+        Probes the driver, the devices and the toolchain once per process (never raising,
+        creating no CUDA context); ``kernelrt info`` prints the same answer.
+
+        Args:
+            device_id: the CUDA device to ask about.
+
+        Returns:
+            An ``Availability``: truthy when usable; ``code`` is one of
+            ``kernelrt.discovery.REASONS`` and ``reason`` a sentence ending with the fix
+            (the driver to install, or the extra: ``pip install "kernelrt[cuda12]"``).
+        """
         return classify(probe(), device_id)
 
     def activated(self) -> CurrentDevice:
@@ -127,6 +142,7 @@ class CUDABackend(Backend):
 
     @property
     def is_simulator(self) -> bool:
+        """True when running in Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
         return self._simulated
 
     def _read_limits(self) -> DeviceLimits:
@@ -148,17 +164,17 @@ class CUDABackend(Backend):
 
     # -- memory --------------------------------------------------------------------------------
 
-    def is_device_array(self, a) -> bool:
+    def is_device_array(self, a: object) -> bool:
         return is_device_array(a)
 
-    def allocate(self, shape, dtype=np.float32):
+    def allocate(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
             if self.arrays == "cupy":
                 return device_arrays.cupy_array("empty", shape, dtype, self.device_id)
             return _cuda().device_array(shape, dtype)
 
-    def zeros(self, shape, dtype=np.float32):
+    def zeros(self, shape: int | tuple[int, ...], dtype: DTypeLike = np.float32) -> Any:
         shape, dtype = self._shape_dtype(shape, dtype)
         with self.activated():
             if self.arrays == "cupy":
@@ -170,7 +186,7 @@ class CUDABackend(Backend):
                 memset_zero(out)
             return out
 
-    def to_device(self, a, stream=None):
+    def to_device(self, a: Any, stream: Any = None) -> Any:
         """Copy host array ``a`` to this device; arrays already here are returned as is.
 
         Large arrays go through two pinned chunk buffers, the host copying chunk i+1 while
@@ -179,7 +195,7 @@ class CUDABackend(Backend):
         """
         return self._transfers.to_device(a, stream)
 
-    def to_host(self, a, stream=None, out=None):
+    def to_host(self, a: Any, stream: Any = None, out: np.ndarray | None = None) -> np.ndarray:
         """Copy ``a`` to a host numpy array: one DMA into a pooled pinned buffer, or into ``out``.
 
         Args:
@@ -244,13 +260,13 @@ class CUDABackend(Backend):
         with self.activated():
             free_deferred(cuda.current_context())
 
-    def stream(self):
+    def stream(self) -> Any:
         cuda = _cuda()
 
         with self.activated():
             return cuda.stream()
 
-    def event(self, timing: bool = True):
+    def event(self, timing: bool = True) -> Any:
         cuda = _cuda()
 
         if self._simulated:  # the simulator's events take no arguments and time nothing

@@ -14,11 +14,10 @@ or change on the system. Probing never creates a CUDA context.
 from __future__ import annotations
 
 import functools
-import os
 import platform
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata
+from importlib import metadata, util
 
 from . import __version__, config
 
@@ -38,6 +37,9 @@ __all__ = [
 ]
 
 NUMBA_CUDA_MISSING = "numba-cuda could not be imported"  # how probe() words a broken install
+NUMBA_CUDA_ABSENT = "numba-cuda is not installed"  # ... and one without it (numba's own numba.cuda then answers)
+# numba-cuda's wheels (pyproject.toml installs it on these only): elsewhere, macOS, there is no CUDA
+NUMBA_CUDA_PLATFORMS = ("linux", "win32")
 
 # Reason codes, in the order classify() checks them.
 REASONS = {
@@ -67,6 +69,7 @@ class DeviceInfo:
     pci_bus_id: str | None = None
 
     def describe(self) -> str:
+        """One line for people: ``device 0: NVIDIA H100 80GB HBM3 (cc 9.0, 79.1 GiB)``."""
         mem = f", {self.total_memory / 2**30:.1f} GiB" if self.total_memory else ""
         cc = ".".join(map(str, self.compute_capability))
         return f"device {self.id}: {self.name} (cc {cc}{mem})"
@@ -115,6 +118,7 @@ class Availability:
 
     @property
     def ok(self) -> bool:
+        """Whether the device can run kernels (``code`` "ok", or "simulator")."""
         return self.code in ("ok", "simulator")
 
     def __bool__(self) -> bool:
@@ -142,7 +146,7 @@ def classify(facts: CudaFacts, device_id: int = 0) -> Availability:
         return result("simulator")
     if facts.driver_error is not None:
         err = facts.driver_error
-        if err.startswith(NUMBA_CUDA_MISSING):  # a broken install, not a driver problem
+        if err.startswith((NUMBA_CUDA_MISSING, NUMBA_CUDA_ABSENT)):  # the install, not the driver
             return result("no_compiler", _first_line(err))
         if "cannot be found" in err or "not found" in err.lower():
             return result("no_driver", _first_line(err))
@@ -192,8 +196,17 @@ def toolchain_problem(facts: CudaFacts, device_id: int = 0) -> Availability | No
 def _result(facts: CudaFacts, device_id: int, code: str, detail: str = "") -> Availability:
     detail = detail.rstrip(". ")  # numba's messages end with a full stop; the fix follows
     fix = _fix(code, facts, detail)
-    text = REASONS[code] + (f": {detail}" if detail else "") + (f"; {fix}" if fix else "")
-    return Availability(code, text, device_id, facts.devices, facts, fix)
+    if not detail or (code, detail.lower()) in _RESTATED:  # said once, not twice
+        what = REASONS[code]
+    elif detail.startswith(NUMBA_CUDA_ABSENT):  # says more than "the compiler does not load"
+        what = detail
+    else:
+        what = f"{REASONS[code]}: {detail}"
+    return Availability(code, what + (f"; {fix}" if fix else ""), device_id, facts.devices, facts, fix)
+
+
+# numba's words for a missing driver restate the reason ("no NVIDIA driver (libcuda) was found")
+_RESTATED = {("no_driver", "cuda driver library cannot be found"), ("no_driver", "cuda driver library not found")}
 
 
 def pip_install_command(facts: CudaFacts | None = None) -> str:
@@ -235,6 +248,10 @@ def _fix(code: str, facts: CudaFacts, detail: str) -> str:
         return "pass device_id=0, the simulator's only device" if facts.simulator else "pass one of the device ids listed"
     if code in ("no_nvvm", "no_nvrtc"):  # both extras bring NVVM and NVRTC as wheels
         return f"install it with {pip}, or install the CUDA toolkit from NVIDIA"
+    if code == "no_compiler" and detail.startswith(NUMBA_CUDA_ABSENT):
+        if sys.platform not in NUMBA_CUDA_PLATFORMS:
+            return "kernelrt runs on the CPU backend here; CUDA needs Linux or Windows, where numba-cuda installs"
+        return f"install it: {pip}"
     if code == "no_compiler":
         what = "numba-cuda" if detail.startswith(NUMBA_CUDA_MISSING) else "the numba-cuda and NumPy versions kernelrt supports"
         return f"reinstall {what}: {pip}"
@@ -261,6 +278,10 @@ def probe() -> CudaFacts:
         cc = config.simulator_cc()
         sim = DeviceInfo(0, "Numba CUDA simulator", cc, None, None, None)
         return CudaFacts(simulator=True, devices=(sim,), supported_ccs=(cc,))
+    if util.find_spec("numba_cuda") is None:  # numba's deprecated built-in numba.cuda would answer
+        absent = NUMBA_CUDA_ABSENT + ("" if sys.platform in NUMBA_CUDA_PLATFORMS else
+                                      " (it has no build for this platform)")
+        return CudaFacts(driver_error=absent, compiler_error=absent)
     facts = {}
     facts.update(_probe_driver())
     facts.update(_probe_toolchain())
@@ -344,27 +365,24 @@ def _probe_toolchain() -> dict:
 @functools.lru_cache(maxsize=1)
 def cpu_name() -> str:
     """The CPU model, for CPUBackend.device_name and the cache target."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    if sys.platform.startswith("linux"):  # platform.processor() is often empty or "x86_64" there
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith("model name"):
+                        return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    # "Intel64 Family 6 Model 85 Stepping 7, GenuineIntel" on Windows, "arm" or "i386" on macOS
     return platform.processor() or platform.machine() or "cpu"
 
 
 def host_memory_info() -> tuple[int, int]:
     """(available, total) bytes of host RAM."""
-    try:
-        with open("/proc/meminfo") as f:
-            info = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in f if ":" in line}
-        return info.get("MemAvailable", info["MemFree"]), info["MemTotal"]
-    except (OSError, KeyError, ValueError):
-        pages = os.sysconf("SC_PHYS_PAGES")
-        size = os.sysconf("SC_PAGE_SIZE")
-        avail = os.sysconf("SC_AVPHYS_PAGES")
-        return avail * size, pages * size
+    import psutil  # lazy: 30 ms, and only the memory planners ask
+
+    memory = psutil.virtual_memory()
+    return int(memory.available), int(memory.total)
 
 
 def package_versions() -> dict:

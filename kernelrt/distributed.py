@@ -31,11 +31,19 @@ from . import config
 from .backend import Backend
 from .compiler import load_kernels
 from .cpu_threads import prepare_threading_layer
+from .cuda_backend import CUDABackend
 from .disk_cache import resolve_cache_dir
-from .selection import KINDS, get_backend
+from .selection import (
+    KINDS,
+    fallback_notice,
+    fallback_reason,
+    get_backend,
+    notify_fallback,
+    suppress_fallback_notice,
+)
 
 try:
-    from distributed import WorkerPlugin, as_completed, get_worker
+    from distributed import WorkerPlugin, as_completed, default_client, get_worker
 except ImportError as e:  # pragma: no cover - depends on the installation
     raise ImportError(
         "kernelrt.distributed needs Dask's distributed scheduler: pip install 'kernelrt[distributed]'"
@@ -50,7 +58,7 @@ DEFAULT_WARM = ("kernelrt.kernels.sfap", "kernelrt.kernels.laplacian")
 # Filesystems on which SQLite's WAL journal (the cache's index) and flock are not
 # coherent across hosts.
 NETWORK_FILESYSTEMS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
-                       "glusterfs", "fuse.glusterfs", "fuse.sshfs", "panfs", "afs", "9p")
+                       "glusterfs", "fuse.glusterfs", "fuse.sshfs", "panfs", "afs", "9p", "afpfs", "webdav")
 
 
 class KernelrtPlugin(WorkerPlugin):
@@ -58,7 +66,9 @@ class KernelrtPlugin(WorkerPlugin):
 
     Register it once per cluster (``client.register_plugin(KernelrtPlugin())``; the kernel
     library's ``cohort_spectra`` and ``compute_many`` register one with the defaults when
-    the cluster has none). Workers that join later get it too.
+    the cluster has none). Workers that join later get it too. Workers issue no
+    ``CPUFallbackWarning``: ``worker_info(client)`` shows each one's backend, and
+    ``ensure_plugin`` says once in the client when they fell back to the CPU.
 
     Args:
         backend: "auto" (the worker's GPU if CUDA is available, else the CPU), "cuda" or
@@ -112,6 +122,16 @@ class KernelrtPlugin(WorkerPlugin):
                 f"cache_dir={self.cache_dir!r})")
 
     async def setup(self, worker) -> None:
+        """Dask's hook on each worker: ``start`` in a thread, then a check of the threads.
+
+        The worker issues no ``CPUFallbackWarning`` (one per worker process would flood the
+        logs): ``ensure_plugin`` says once in the client which backend the workers use, and
+        ``worker_info`` reports each one's (``"cpu_fallback"``: why it is on the CPU). A
+        worker in the client's own process (``LocalCluster(processes=False)``) is the
+        client's: its process gives the notice once, as any other.
+        """
+        if not _client_in_this_process():
+            suppress_fallback_notice()
         # Loading (or compiling) kernels takes seconds: off the event loop, so the worker
         # keeps answering the scheduler's heartbeats meanwhile.
         address = getattr(worker, "address", None)
@@ -163,8 +183,10 @@ class KernelrtPlugin(WorkerPlugin):
                 for _, status, _ in load_kernels(specs.get(be.name, []),
                                                  lambda kernel, sig, be=be: be.compile_kernel(kernel, sig).status):
                     counts[status] = counts.get(status, 0) + 1
+        fell_back = self.kind == "auto" and self.backend.name == "cpu"
         return {
             "backend": self.backend.name,
+            "cpu_fallback": fallback_reason(CUDABackend.availability()) if fell_back else None,
             "device": self.backend.device_name,
             "device_id": self.backend.device_id,
             "cuda_visible_devices": config.visible_cuda_devices(),
@@ -176,7 +198,16 @@ class KernelrtPlugin(WorkerPlugin):
         }
 
     def teardown(self, worker) -> None:
+        """Dask's hook when the worker closes: the backend is released."""
         self.backend = None
+
+
+def _client_in_this_process() -> bool:
+    try:
+        default_client()
+    except ValueError:  # "No clients found": a worker process of its own
+        return False
+    return True
 
 
 def _worker_path(path: str) -> str:
@@ -201,22 +232,38 @@ def _specs(source) -> dict:
     return importlib.import_module(source).warm_specs()
 
 
-def network_filesystem(path, mounts="/proc/self/mounts") -> str | None:
-    """The type of the network filesystem ``path`` is on, or None (local, or unknown)."""
-    try:
-        mounts = Path(mounts).read_text().splitlines()
-    except OSError:  # not Linux: no cheap way to tell
-        return None
+def network_filesystem(path, mounts=None) -> str | None:
+    """The type of the network filesystem ``path`` is on, or None (local, or unknown).
+
+    ``mounts``: the mount table, by default psutil's (Linux, macOS, Windows), or the path
+    of a file in ``/proc/self/mounts`` format.
+    """
     path = Path(path).resolve()
-    best, kind = "", None
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
+    best, kind, remote = "", None, False
+    for point, fstype, opts in _mount_table(mounts):
         if (path == Path(point) or Path(point) in path.parents) and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind if kind in NETWORK_FILESYSTEMS else None
+            best, kind, remote = point, fstype, "remote" in opts.split(",")
+    if kind in NETWORK_FILESYSTEMS:
+        return kind
+    # Windows: a mapped network drive reports the server's filesystem (NTFS) and "remote"
+    return f"network drive ({kind})" if remote else None
+
+
+def _mount_table(mounts) -> list[tuple[str, str, str]]:
+    """(mount point, filesystem type, options) of every mount; empty when unknown."""
+    if mounts is not None:
+        try:
+            lines = Path(mounts).read_text().splitlines()
+        except OSError:
+            return []
+        fields = [line.split() for line in lines]
+        return [(f[1].replace("\\040", " "), f[2], f[3] if len(f) > 3 else "") for f in fields if len(f) >= 3]
+    import psutil  # lazy: 30 ms, for a worker's start only
+
+    try:
+        return [(p.mountpoint, p.fstype, p.opts) for p in psutil.disk_partitions(all=True)]
+    except (OSError, RuntimeError):  # a mount table psutil cannot read: say nothing
+        return []
 
 
 def worker_backend() -> Backend:
@@ -249,6 +296,10 @@ def worker_backend() -> Backend:
 def ensure_plugin(client, **options) -> bool:
     """Register ``KernelrtPlugin(**options)`` unless the cluster already has one.
 
+    When it registers one and workers fell back to the CPU (``backend="auto"`` without a
+    usable GPU), the client issues the ``CPUFallbackWarning`` the workers keep to themselves:
+    once per process, with how many workers and why.
+
     Returns:
         True if it registered one (and every current worker has set it up), False if the
         cluster's own plugin was kept.
@@ -257,6 +308,10 @@ def ensure_plugin(client, **options) -> bool:
     if registered:
         return False
     client.register_plugin(KernelrtPlugin(**options), name=PLUGIN_NAME)
+    workers = worker_info(client)
+    reasons = [w["cpu_fallback"] for w in workers.values() if w.get("cpu_fallback")]
+    if reasons:  # the workers keep quiet: the client says it, once per process
+        notify_fallback(fallback_notice(reasons[0], f"{len(reasons)} of {len(workers)} Dask workers are"))
     return True
 
 

@@ -1,4 +1,4 @@
-"""Every exception kernelrt raises on purpose.
+"""Every exception kernelrt raises on purpose, and the one warning it issues itself.
 
 The types are few and subclass built-ins, so callers can catch ``ValueError`` or
 ``TypeError`` for bad arguments without importing kernelrt. Messages are lowercase,
@@ -19,6 +19,7 @@ __all__ = [
     "KernelArgumentError",
     "DeviceMemoryError",
     "CpuTranslationError",
+    "CPUFallbackWarning",
 ]
 
 
@@ -81,3 +82,20 @@ class DeviceMemoryError(KernelrtError, MemoryError):
 
     def __str__(self):
         return self.args[0]
+
+
+class CPUFallbackWarning(UserWarning):
+    """``get_backend("auto")`` found no usable CUDA GPU and chose the CPU backend.
+
+    Issued once per process, with the reason and what would enable CUDA on this platform
+    (on macOS, where CUDA does not exist, the CPU backend is the intended path). Silence it
+    with ``KERNELRT_FALLBACK_NOTICE=0`` in the environment, or in code::
+
+        import warnings
+        import kernelrt
+
+        warnings.filterwarnings("ignore", category=kernelrt.CPUFallbackWarning)
+
+    ``KernelrtPlugin`` silences it on Dask workers (``kernelrt.distributed.worker_info``
+    reports each worker's backend).
+    """

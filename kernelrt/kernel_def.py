@@ -23,10 +23,16 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar, overload
 
 from .errors import BackendMismatchError
 
 __all__ = ["Kernel", "kernel", "cuda_kernel", "device", "adopt"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+# min_cc: (major, minor), or a number such as 6.0
+ComputeCapability = tuple[int, int] | float | int | None
 
 _OPTIONS = ("fastmath",)
 _PYTHON_SCALARS = {int: "int64", float: "float64", complex: "complex128", bool: "boolean"}
@@ -38,9 +44,23 @@ _SIGNATURE_FORMS = (
 
 
 class Kernel:
-    """A kernel definition; backends compile it (compile_kernel) and launch it."""
+    """A kernel definition, what ``@kernel`` and ``@cuda_kernel`` make; backends compile and launch it.
 
-    def __init__(self, py_func, *, kind, ndim=1, min_cc=None, signature=None, fastmath=False):
+    Made by the decorators rather than directly. It is not callable: launch it with
+    ``backend.launch_kernel(k, grid, block, *args)``.
+
+    Attributes:
+        py_func: the Python function as written.
+        kind: "thread" (``@kernel``) or "cuda" (``@cuda_kernel``).
+        ndim: the number of index parameters (``@kernel``; 1 for CUDA kernels).
+        name: the function's name; ``qualname`` is ``module.qualname``.
+        min_cc: the oldest compute capability it runs on, ``(major, minor)``, or None.
+        params: the names of the kernel's arguments (the index parameters excluded).
+        cpu_twin: a CUDA kernel's registered CPU implementation, or None.
+    """
+
+    def __init__(self, py_func: Callable[..., object], *, kind: str, ndim: int = 1, min_cc: ComputeCapability = None,
+                 signature: Any = None, fastmath: bool = False) -> None:
         if not callable(py_func) or not hasattr(py_func, "__code__"):
             raise TypeError(f"a kernel must be a Python function (got {type(py_func).__name__})")
         if kind not in ("thread", "cuda"):
@@ -152,8 +172,22 @@ class Kernel:
         out.cpu_twin = twin
         return out
 
-    def cpu(self, twin):
-        """Register ``twin(grid, block, *args)`` as this CUDA kernel's CPU implementation."""
+    def cpu(self, twin: Callable[..., object]) -> Kernel:
+        """Register ``twin(grid, block, *args)`` as this CUDA kernel's CPU implementation.
+
+        Used as a decorator, ``@k.cpu``. The twin is compiled with ``njit(parallel=True)``
+        and gets the launch's grid and block as 3-tuples; it must give the CUDA kernel's
+        results (it replaces the automatic translation of the kernel's source).
+
+        Args:
+            twin: a function of ``(grid, block, *args)``, ``args`` named as the kernel's.
+
+        Returns:
+            This kernel (so the decorated name stays the kernel).
+
+        Raises:
+            TypeError: this is not a ``@cuda_kernel``, or the twin's parameters differ.
+        """
         if self.kind != "cuda":
             raise TypeError(f"kernel {self.name!r} already runs on the CPU; only @cuda_kernel takes a twin")
         params = tuple(inspect.signature(twin).parameters)
@@ -165,7 +199,7 @@ class Kernel:
         self.cpu_twin = twin
         return self
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
         raise BackendMismatchError(
             f"kernel {self.name!r} is not called directly; launch it with "
             f"backend.launch_kernel({self.name}, grid, block, *args) or "
@@ -214,35 +248,132 @@ def adopt(func) -> Kernel | None:
     return adopted[fastmath]
 
 
-def kernel(func=None, *, ndim=1, min_cc=None, signature=None, fastmath=False):
-    """Decorate a per-thread function; see the module docstring."""
+@overload
+def kernel(func: Callable[..., object], *, ndim: int = 1, min_cc: ComputeCapability = None, signature: Any = None,
+           fastmath: bool = False) -> Kernel: ...
+@overload
+def kernel(func: None = None, *, ndim: int = 1, min_cc: ComputeCapability = None, signature: Any = None,
+           fastmath: bool = False) -> Callable[[Callable[..., object]], Kernel]: ...
+def kernel(func: Callable[..., object] | None = None, *, ndim: int = 1, min_cc: ComputeCapability = None,
+           signature: Any = None, fastmath: bool = False) -> Kernel | Callable[[Callable[..., object]], Kernel]:
+    """Make a per-thread function a kernel that runs on CUDA GPUs and on the CPU cores.
 
-    def wrap(f):
+    The function's first ``ndim`` parameters are the thread's global index (x, then y, then
+    z, as CUDA's ``cuda.grid(ndim)``); the others are the kernel's arguments, arrays and
+    scalars, and it returns nothing: it writes into its arrays. Launched over ``grid`` x
+    ``block`` threads per axis it runs once per index: a CUDA thread on a GPU, an iteration
+    of a parallel loop on the CPU, with the same result. The index space is rounded up to
+    whole blocks, so guard the index as in CUDA. The body is numba code (scalars, arrays,
+    ``math``, loops; no Python objects). It is compiled at its first launch for the argument
+    types given (or at ``compile_kernel`` with ``signature``), through the disk cache, so
+    other processes load it instead of compiling.
+
+    Use it bare (``@kernelrt.kernel``) or with options (``@kernelrt.kernel(ndim=2)``).
+
+    Args:
+        func: the per-thread function (the bare form passes it).
+        ndim: 1, 2 or 3: the number of index parameters and of grid axes.
+        min_cc: the oldest CUDA compute capability the kernel may run on, ``(major, minor)``
+            or a number (``6.0`` for fp64 atomics); a launch on an older device raises
+            ``ComputeCapabilityError``. None: any.
+        signature: the argument types, the index excluded (``"float64[::1], float64"``;
+            ``Backend.compile_kernel`` lists every accepted form). It makes compilation eager
+            and each launch's arguments checked against it. None: compiled per argument
+            types, at the first launch.
+        fastmath: allow reassociation and approximate maths (faster; the last bits may
+            differ between backends).
+
+    Returns:
+        A ``Kernel``, or with options alone the decorator that makes one. Launch it with
+        ``backend.launch_kernel(k, grid, block, *args)`` or
+        ``backend.compile_kernel(k)[grid, block](*args)``; calling it directly raises
+        ``BackendMismatchError``.
+
+    Raises:
+        TypeError: ``func`` is not a Python function, has fewer than ``ndim`` parameters,
+            or one with a default, ``*args`` or keyword-only.
+        ValueError: ``ndim`` is not 1, 2 or 3, or ``min_cc`` is malformed.
+
+    Examples:
+        >>> import numpy as np
+        >>> import kernelrt
+        >>> @kernelrt.kernel
+        ... def axpy(i, out, x, y, a):
+        ...     if i < out.shape[0]:  # the grid is rounded up to whole blocks
+        ...         out[i] = a * x[i] + y[i]
+        >>> backend = kernelrt.get_backend("auto")  # CUDA if available, else the CPU
+        >>> x = backend.to_device(np.arange(5.0))
+        >>> out = backend.zeros(5, dtype=np.float64)
+        >>> backend.launch_kernel(axpy, 1, 32, out, x, x, 2.0)  # 1 block of 32 threads
+        >>> backend.to_host(out)
+        array([ 0.,  3.,  6.,  9., 12.])
+    """
+
+    def wrap(f: Callable[..., object]) -> Kernel:
         return Kernel(f, kind="thread", ndim=ndim, min_cc=min_cc, signature=signature, fastmath=fastmath)
 
     return wrap(func) if func is not None else wrap
 
 
-def cuda_kernel(func=None, *, min_cc=None, signature=None, fastmath=False):
-    """Decorate a numba.cuda-style kernel (CUDA only unless given a ``.cpu`` twin)."""
+@overload
+def cuda_kernel(func: Callable[..., object], *, min_cc: ComputeCapability = None, signature: Any = None,
+                fastmath: bool = False) -> Kernel: ...
+@overload
+def cuda_kernel(func: None = None, *, min_cc: ComputeCapability = None, signature: Any = None,
+                fastmath: bool = False) -> Callable[[Callable[..., object]], Kernel]: ...
+def cuda_kernel(func: Callable[..., object] | None = None, *, min_cc: ComputeCapability = None, signature: Any = None,
+                fastmath: bool = False) -> Kernel | Callable[[Callable[..., object]], Kernel]:
+    """Adopt a ``numba.cuda``-style kernel (``cuda.grid``, shared memory, atomics).
 
-    def wrap(f):
+    It launches on CUDA backends as written. On the CPU it runs through a twin registered
+    with ``@k.cpu`` (a function ``twin(grid, block, *args)``, grid and block 3-tuples,
+    compiled with ``njit(parallel=True)``), or else through a translation of its source,
+    which refuses shared memory, barriers and warp intrinsics by name
+    (``CpuTranslationError``, before anything compiles). Plain functions and
+    ``@cuda.jit`` dispatchers passed to ``launch_kernel`` are adopted the same way.
+
+    Args:
+        func: the kernel function (the bare form passes it).
+        min_cc: as for ``kernel``.
+        signature: as for ``kernel``: the argument types, for eager compilation.
+        fastmath: as for ``kernel``.
+
+    Returns:
+        A ``Kernel``, or with options alone the decorator that makes one.
+
+    Raises:
+        TypeError: ``func`` is not a Python function, or a parameter is not positional.
+        ValueError: ``min_cc`` is malformed.
+    """
+
+    def wrap(f: Callable[..., object]) -> Kernel:
         return Kernel(f, kind="cuda", min_cc=min_cc, signature=signature, fastmath=fastmath)
 
     return wrap(func) if func is not None else wrap
 
 
-def device(func=None, *, inline: str = "never"):
+@overload
+def device(func: _F, *, inline: str = "never") -> _F: ...
+@overload
+def device(func: None = None, *, inline: str = "never") -> Callable[[_F], _F]: ...
+def device(func: _F | None = None, *, inline: str = "never") -> _F | Callable[[_F], _F]:
     """Decorate a device function that kernels call on every backend.
 
     It is numba's ``register_jitable``: callable from ``@kernel`` bodies compiled for the
     CPU and for CUDA (and from plain Python). Its source, and what it reads, is part of
     the cache key of every kernel that calls it, in whatever module it lives.
+
+    Args:
+        func: the function (the bare form passes it).
+        inline: numba's inlining: "never" (the default) or "always".
+
+    Returns:
+        The function, callable from kernels (or, with options alone, the decorator).
     """
 
-    def wrap(f):
+    def wrap(f: _F) -> _F:
         from numba.extending import register_jitable  # lazy: importing kernelrt loads no numba
 
-        return register_jitable(inline=inline)(f)
+        return register_jitable(inline=inline)(f)  # type: ignore[no-any-return]  # numba is untyped
 
     return wrap(func) if func is not None else wrap

@@ -83,6 +83,7 @@ class LaunchConfig:
 
     @property
     def threads_per_block(self) -> int:
+        """Threads in one block: the product of the block's three sizes."""
         x, y, z = self.block
         return x * y * z
 

@@ -20,6 +20,7 @@ import gc
 import math
 import numbers
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import config
@@ -80,6 +81,14 @@ class VRAMInfo:
 
     @classmethod
     def from_bytes(cls, device_name: str, device_id: int, free: int, total: int) -> VRAMInfo:
+        """The snapshot of a device with ``free`` of ``total`` bytes (as ``vram_status`` reports).
+
+        Args:
+            device_name: the device's model name.
+            device_id: the CUDA device index.
+            free: free bytes.
+            total: total bytes.
+        """
         total_gb, free_gb = total / GIB, free / GIB
         used_gb = total_gb - free_gb
         pct = 100 * used_gb / total_gb if total_gb > 0 else 0.0
@@ -87,11 +96,13 @@ class VRAMInfo:
 
     @property
     def free_bytes(self) -> int:
+        """Free memory in bytes, exactly as measured (``fit_batch`` takes it)."""
         # exact: dividing a byte count below 2**53 by a power of two loses no bits
         return round(self.free_gb * GIB)
 
     @property
     def total_bytes(self) -> int:
+        """Total memory in bytes, exactly as measured."""
         return round(self.total_gb * GIB)
 
     def __repr__(self) -> str:
@@ -225,8 +236,8 @@ def vram_guard(
     error_on_low: bool = False,
     auto_clear: bool = True,
     *,
-    backend=None,
-):
+    backend: str | Backend | None = None,
+) -> Iterator[Backend]:
     """Check free memory before a block and report how it changed after: SpectralBrain's guard.
 
     Before the block: if less than ``min_free_gb`` is free and ``auto_clear`` is set, the

@@ -17,6 +17,8 @@ bitwise those of the same ``launch_kernel`` calls.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from .errors import KernelArgumentError
@@ -67,8 +69,11 @@ class PreparedLaunch:
 
     Attributes:
         kernel: the kernel as given to ``prepare``.
+        name: the kernel's name.
         args: the bound arguments, as given.
         stream: the ``stream=`` given to ``prepare`` (None: the launch follows its arrays).
+        bound: the backend's launch of the bound arguments, a callable taking none (what
+            ``p()`` and a ``LaunchSequence`` call).
     """
 
     __slots__ = ("kernel", "name", "args", "stream", "_kinds", "_binder", "bound")
@@ -119,7 +124,7 @@ class LaunchSequence:
 
     mode = "loop"
 
-    def __init__(self, launches):
+    def __init__(self, launches: Iterable[PreparedLaunch]) -> None:
         launches = tuple(launches)
         for p in launches:
             if not isinstance(p, PreparedLaunch):

@@ -7,6 +7,8 @@
 The library uses only kernelrt's public API; importing this package imports nothing else.
 """
 
+__all__ = ["warm_specs"]
+
 
 def warm_specs() -> dict:
     """Every built-in kernel with the signatures the drivers launch it with.

@@ -39,9 +39,11 @@ class TaskFailure:
 
     @property
     def message(self) -> str:
+        """One line: the item's name, the exception's type and its message."""
         return f"{self.name}: {type(self.error).__name__}: {self.error}"
 
     def traceback(self) -> str:
+        """The task's traceback as text (where it raised, on the worker), for a log or a report."""
         return "".join(traceback.format_exception(self.error))
 
     def __repr__(self):
@@ -103,7 +105,7 @@ def run_tasks(task, items: list, names, *, backend=None, client=None, on_done=No
         client: a ``distributed.Client``, or None to run here.
         on_done: ``on_done(i, value)`` is called as item i completes, and its return value
             is kept in place of ``value`` (to write a result to disk and keep a summary).
-        progress: True draws a bar (on a terminal); a callable is called with 1 per item.
+        progress: True draws a bar (on a terminal or in Jupyter); a callable is called with 1 per item.
         what: what the items are, for the bar and the dashboard's task names.
     """
     results: list = [None] * len(items)

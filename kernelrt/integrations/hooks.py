@@ -40,6 +40,7 @@ import re
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import config
 from .startup_hook import warn
@@ -95,7 +96,7 @@ class Integration:
         """True once enabled (patches of a peer not imported yet apply when it is)."""
         return self._wanted
 
-    def original(self, patch_attribute: str):
+    def original(self, patch_attribute: str) -> Any:
         """The peer's own function behind a patched attribute (for fallbacks).
 
         While enabled it is the one the patch saved; after ``disable()`` the peer's module

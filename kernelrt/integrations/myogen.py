@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -72,9 +73,14 @@ def motor_unit_inputs(mu, electrode_positions, dt: float, dz: float, min_radial_
 
 
 def _backend_for(use_gpu) -> str:
-    """MyoGen's tri-state ``use_gpu`` as a kernelrt backend kind."""
+    """MyoGen's tri-state ``use_gpu`` as a kernelrt backend kind.
+
+    None is "the GPU if there is one", decided here rather than by ``get_backend("auto")``:
+    MyoGen's own CPU path is silent, so the swap issues no ``CPUFallbackWarning`` (which a
+    suite run with warnings as errors would raise).
+    """
     if use_gpu is None:
-        return "cpu" if config.myogen_gpu_disabled() else "auto"
+        return "cuda" if not config.myogen_gpu_disabled() and kernelrt.CUDABackend.check_available() else "cpu"
     return "cuda" if use_gpu else "cpu"
 
 
@@ -118,7 +124,7 @@ def calc_muap(self, jitter_std: float = 0.0) -> np.ndarray:
     return self.muap
 
 
-def simulate_muaps(emg, *, verbose: bool = True):
+def simulate_muaps(emg: Any, *, verbose: bool = True) -> Any:
     """Every motor unit of a MyoGen ``IntramuscularEMG``, in this process, on kernelrt.
 
     Runs MyoGen's own ``simulate_muaps`` with ``n_jobs=1`` and the swap enabled for the

@@ -37,6 +37,7 @@ SpectralBrain.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class KernelrtBackend:
 
     name = "kernelrt"
 
-    def __init__(self, backend=None, method: str = "auto", **options):
+    def __init__(self, backend: str | kernelrt.Backend | None = None, method: str = "auto", **options: Any) -> None:
         self.backend = kernelrt.get_backend(backend)
         self.method, self.options, self.last = method, options, None
         self._xp = np
@@ -133,7 +134,7 @@ class KernelrtBackend:
     # -- the eigensolver -------------------------------------------------------------------
 
     def eigsh(self, L, M=None, k: int = 100, *, sigma: float = SPECTRALBRAIN_SIGMA, which: str = "LM",
-              tol: float = 0.0, maxiter=None, dense_max: int = 20000):
+              tol: float = 0.0, maxiter: int | None = None, dense_max: int = 20000) -> tuple[np.ndarray, np.ndarray]:
         """Smallest-k generalised eigenpairs ``L v = λ M v`` with kernelrt, SpectralBrain's signature.
 
         SpectralBrain's defaults map to kernelrt's: ``sigma=-0.01`` lets the Cholesky route
@@ -201,15 +202,19 @@ class KernelrtBackend:
         return coo.asformat(format) if format in ("csc", "csr") else coo
 
     def array(self, data, dtype=np.float64):
+        """``asarray(data, dtype)``: a NumPy array, or a CuPy one on a CUDA backend."""
         return self._xp.asarray(data, dtype=dtype)
 
     def zeros(self, shape, dtype=np.float64):
+        """A zero-filled array (NumPy, or CuPy on a CUDA backend)."""
         return self._xp.zeros(shape, dtype=dtype)
 
     def ones(self, shape, dtype=np.float64):
+        """An array of ones (NumPy, or CuPy on a CUDA backend)."""
         return self._xp.ones(shape, dtype=dtype)
 
     def eye(self, n, dtype=np.float64):
+        """The n x n identity (NumPy, or CuPy on a CUDA backend)."""
         return self._xp.eye(n, dtype=dtype)
 
     def matmul(self, a, b):
@@ -219,6 +224,7 @@ class KernelrtBackend:
         return self._xp.matmul(a, b)
 
     def exp(self, x):
+        """Elementwise exponential."""
         return self._xp.exp(x)
 
     def log(self, x):
@@ -230,30 +236,39 @@ class KernelrtBackend:
         return self._xp.sqrt(self._xp.clip(x, 0.0, None))
 
     def sum(self, x, axis=None):
+        """Sum over ``axis`` (None: all entries)."""
         return self._xp.sum(x, axis=axis)
 
     def mean(self, x, axis=None):
+        """Mean over ``axis`` (None: all entries)."""
         return self._xp.mean(x, axis=axis)
 
     def clip(self, x, a_min, a_max):
+        """``x`` limited to ``[a_min, a_max]`` (None: no limit on that side)."""
         return self._xp.clip(x, a_min, a_max)
 
     def norm(self, x, axis=None, ord=None):
+        """Vector or matrix norm, as ``numpy.linalg.norm``."""
         return self._xp.linalg.norm(x, axis=axis, ord=ord)
 
     def argsort(self, x, axis=-1):
+        """The indices that sort ``x`` along ``axis``."""
         return self._xp.argsort(x, axis=axis)
 
     def concatenate(self, arrays, axis=0):
+        """``arrays`` joined along an existing axis."""
         return self._xp.concatenate(arrays, axis=axis)
 
     def stack(self, arrays, axis=0):
+        """``arrays`` joined along a new axis."""
         return self._xp.stack(arrays, axis=axis)
 
     def linspace(self, start, stop, num):
+        """``num`` evenly spaced float64 values from ``start`` to ``stop``, both included."""
         return self._xp.linspace(start, stop, num, dtype=np.float64)
 
     def logspace(self, start, stop, num):
+        """``num`` float64 values from 10**start to 10**stop, evenly spaced in log."""
         return self._xp.logspace(start, stop, num, dtype=np.float64)
 
     @staticmethod

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 import kernelrt
 
-from ..conventions import terminal_bar
+from ..conventions import converged_callback
 from .chebyshev import chebyshev_eigenpairs
 from .eigen_report import EigenConvergenceError, device_report, report
 from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
@@ -67,19 +69,32 @@ class Eigenpairs(tuple):
             and "report"), else None.
     """
 
-    def __new__(cls, evals, evecs, **info):
+    def __new__(cls, evals: Any, evecs: Any, **info: Any) -> Eigenpairs:
         self = super().__new__(cls, (evals, evecs))
         self.__dict__.update(info)
         return self
 
-    evals = property(lambda self: self[0])
-    evecs = property(lambda self: self[1])
+    @property
+    def evals(self) -> np.ndarray:
+        """(k,) eigenvalues, ascending (the first of the pair)."""
+        return self[0]  # type: ignore[no-any-return]  # a tuple of two arrays
+
+    @property
+    def evecs(self) -> Any:
+        """(N, k) eigenvectors: a host array, or a device array with ``keep_on_device``."""
+        return self[1]
 
     @property
     def route(self) -> str:
+        """The route that ran, with its factorisation library: ``"cholesky (cholespy)"``."""
         return f"{self.method} ({self.factor})" if self.factor else self.method
 
     def summary(self) -> str:
+        """One line: the route, the pairs, the time, the largest residual and M-orthonormality.
+
+        For example ``"cholesky (cholespy): 100 pairs in 1.20 s, max residual 3.1e-12,
+        M-orthonormality 2.2e-15"``.
+        """
         return (f"{self.route}: {len(self[0])} pairs in {self.seconds:.2f} s, max residual "
                 f"{self.residuals.max():.1e}, M-orthonormality {self.m_orthonormality:.1e}")
 
@@ -137,23 +152,23 @@ def default_sigma(m: np.ndarray) -> float:
 
 
 def eigenpairs(
-    L,
-    m,
+    L: Any,
+    m: Any,
     k: int = 100,
     *,
-    backend=None,
+    backend: str | kernelrt.Backend | None = None,
     method: str = "auto",
     sigma: float | None = None,
     which: str = "LM",
     tol: float | None = None,
-    maxiter=None,
+    maxiter: int | None = None,
     dense_max: int = DENSE_MAX,
     factor: str = "auto",
-    start=None,
-    progress=None,
+    start: Any = None,
+    progress: bool | Callable[[int, int], object] | None = None,
     pattern: ShiftPattern | None = None,
     keep_on_device: bool = False,
-):
+) -> Eigenpairs:
     """The k smallest eigenpairs of ``L v = λ diag(m) v``, M-orthonormal, λ ascending, λ >= 0.
 
     Args:
@@ -175,7 +190,7 @@ def eigenpairs(
         factor: "auto", "cholespy" or "superlu" for "cholesky".
         start: optional (N, j) vectors to start from ("cholesky", "chebyshev"): a
             previous, similar mesh's eigenvectors make the solve shorter.
-        progress: None, True (a bar on a terminal) or ``callable(n_converged, k)``.
+        progress: None, True (a bar on a terminal or in Jupyter) or ``callable(n_converged, k)``.
         pattern: the ``ShiftPattern`` of L's topology (``MeshTopology.eigenpairs`` passes
             its own, so a cohort skips the pattern work; the component check still runs).
         keep_on_device: on a CUDA backend, return evecs as a device array (CuPy's when
@@ -221,7 +236,7 @@ def eigenpairs(
     if pattern is not None and not pattern.matches(L):
         raise ValueError("L does not have this topology's sparsity pattern (was it assembled from another mesh?)")
     phases = None
-    with _progress_callback(progress, k, method) as callback:
+    with converged_callback(progress, k, f"eigenpairs ({method})", "pair") as callback:
         if method == "cholesky":
             evals, evecs, products = _cholesky(L, m, k, sigma, tol, maxiter, library, start, callback, pattern, sizes)
         elif method == "shift-invert":
@@ -272,29 +287,6 @@ def _choose(method: str, be, n: int, dense_max: int) -> str:
                        be.availability(be.device_id).install_command)
         return "cholesky"
     return "dense" if n <= dense_max else "chebyshev"
-
-
-class _progress_callback:
-    """A tqdm bar over converged pairs (drawn on a terminal only), or the caller's callable."""
-
-    def __init__(self, progress, k: int, method: str):
-        self.bar, self.callback = None, progress if callable(progress) else None
-        if progress is True:
-            self.bar = terminal_bar(k, f"eigenpairs ({method})", "pair")
-
-    def __enter__(self):
-        if self.bar is None:
-            return self.callback
-
-        def update(done, k):
-            self.bar.update(done - self.bar.n)
-
-        return update
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
-        return False
 
 
 def krylov_sizes(k: int, n: int) -> dict:

@@ -15,7 +15,10 @@ Owns the descriptor layer on top of ``eigenpairs`` (eigen.py):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 
 import kernelrt
 
@@ -133,7 +136,8 @@ def _gemm(phi, weights, normalize: bool, be):
         return cp.asnumpy(out)
 
 
-def hks(evals, evecs=None, t=None, *, n_times: int = 100, normalize: bool = False, backend=None):
+def hks(evals: Any, evecs: Any = None, t: npt.ArrayLike | None = None, *, n_times: int = 100, normalize: bool = False,
+        backend: str | kernelrt.Backend | None = None) -> np.ndarray:
     """Heat kernel signature ``Σ_i exp(-λ_i t) φ_i(x)²`` over all k modes (N, T).
 
     Args:
@@ -155,7 +159,8 @@ def hks(evals, evecs=None, t=None, *, n_times: int = 100, normalize: bool = Fals
     return _gemm(evecs, weights, normalize, kernelrt.get_backend(backend))
 
 
-def wks(evals, evecs=None, e=None, *, n_energies: int = 100, sigma=None, normalize: bool = True, backend=None):
+def wks(evals: Any, evecs: Any = None, e: npt.ArrayLike | None = None, *, n_energies: int = 100,
+        sigma: float | None = None, normalize: bool = True, backend: str | kernelrt.Backend | None = None) -> np.ndarray:
     """Wave kernel signature over the modes with λ > 1e-10 (N, E), columns L2-normalised.
 
     Args:
@@ -197,7 +202,8 @@ def _columns(evecs, keep):
     return evecs[:, idx] if hasattr(evecs, "get") else _to_host(evecs)[:, idx]
 
 
-def hks_batch(evals, evecs, t, *, normalize: bool = False, backend=None):
+def hks_batch(evals: npt.ArrayLike, evecs: Any, t: npt.ArrayLike, *, normalize: bool = False,
+              backend: str | kernelrt.Backend | None = None) -> np.ndarray:
     """HKS for S subjects on one time grid: evals (S, k), evecs (S, N, k) -> (S, N, T).
 
     On a CUDA backend with CuPy this is one batched GEMM; on the host, one GEMM per

@@ -12,6 +12,8 @@ deterministic and equal on every launch geometry.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import numpy as np
 import scipy.sparse as sp
@@ -168,7 +170,7 @@ class LaplacianOperator:
         backend: kernelrt backend, kind string, or None (auto).
     """
 
-    def __init__(self, L, m=None, backend=None):
+    def __init__(self, L: Any, m: Any = None, backend: str | kernelrt.Backend | None = None) -> None:
         self.backend = be = kernelrt.get_backend(backend)
         data, indices, indptr, shape = _csr_parts(L)
         if len(shape) != 2 or shape[0] != shape[1]:
@@ -198,6 +200,7 @@ class LaplacianOperator:
 
     @property
     def nnz(self) -> int:
+        """Stored entries of L."""
         return int(self.data.shape[0])
 
     def _on_backend(self, a):
@@ -225,7 +228,7 @@ class LaplacianOperator:
     def _result(self, y, on_host):
         return self.backend.to_host(y) if on_host and self.backend.name != "cpu" else y
 
-    def matvec(self, x):
+    def matvec(self, x: Any) -> Any:
         """``L @ x`` for x of shape (N,) or (N, k); a host x gives a host result."""
         x, on_host = self._operand(x, "x")
         be = self.backend
@@ -239,7 +242,7 @@ class LaplacianOperator:
 
     matmat = matvec
 
-    def heat_steps(self, u0, tau: float, n_steps: int):
+    def heat_steps(self, u0: Any, tau: float, n_steps: int) -> Any:
         """``n_steps`` explicit steps ``u <- u - tau m^-1 (L u)`` (stable for tau < 2 / lambda_max).
 
         Each step is one fused pass (product, scale and update); two buffers alternate. The
@@ -277,7 +280,7 @@ class LaplacianOperator:
         return self._result(bufs[(int(n_steps) - 1) % 2], on_host)
 
 
-def laplacian_matvec(L, x, backend=None):
+def laplacian_matvec(L: Any, x: Any, backend: str | kernelrt.Backend | None = None) -> Any:
     """``L @ x`` with kernelrt's CSR kernels (x: (N,) or (N, k)).
 
     Prepares L on every call; keep a ``LaplacianOperator`` for repeated products.
@@ -285,7 +288,7 @@ def laplacian_matvec(L, x, backend=None):
     return LaplacianOperator(L, backend=backend).matvec(x)
 
 
-def heat_steps(L, m, u0, tau: float, n_steps: int, backend=None):
+def heat_steps(L: Any, m: Any, u0: Any, tau: float, n_steps: int, backend: str | kernelrt.Backend | None = None) -> Any:
     """``n_steps`` fused explicit heat steps ``u <- u - tau m^-1 (L u)`` from ``u0``."""
     return LaplacianOperator(L, m, backend=backend).heat_steps(u0, tau, n_steps)
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 import logging
 import threading
 import warnings
+from typing import Any, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 import scipy.sparse as sp
 
 import kernelrt
@@ -28,7 +30,7 @@ import kernelrt
 from .assembly import MASS_FLOOR, assemble_values
 from .batching import run_on_device
 from .buffers import DeviceBufferPool, HostBufferPool
-from .eigen import eigenpairs
+from .eigen import Eigenpairs, eigenpairs
 from .factor import ShiftPattern
 from .inputs import (
     DegenerateMeshWarning,
@@ -48,16 +50,26 @@ _VARIANTS = ("deterministic", "atomic")
 logger = logging.getLogger("kernelrt.laplacian")
 
 
+# how degenerate faces are reported: "warn", "log" or a logger of the caller's
+Report: TypeAlias = "str | logging.Logger | logging.LoggerAdapter[Any]"
+
+
 class DeviceCSR:
     """A CSR matrix whose arrays live on a CUDA device (numba device arrays).
 
     Returned by ``assemble(..., keep_on_device=True)`` when CuPy is not installed;
     ``laplacian_matvec`` and ``LaplacianOperator`` take it directly.
+
+    Attributes:
+        data: (nnz,) float64 values on the device.
+        indices: (nnz,) column indices on the device.
+        indptr: (N + 1,) row pointers on the device.
+        shape: ``(N, N)``.
     """
 
     __slots__ = ("data", "indices", "indptr", "shape")
 
-    def __init__(self, data, indices, indptr, shape):
+    def __init__(self, data: Any, indices: Any, indptr: Any, shape: tuple[int, int]) -> None:
         self.data, self.indices, self.indptr, self.shape = data, indices, indptr, shape
 
     def __repr__(self):
@@ -96,7 +108,7 @@ class MeshTopology:
         report: as given.
     """
 
-    def __init__(self, faces, n_vertices, *, report="warn"):
+    def __init__(self, faces: npt.ArrayLike, n_vertices: int, *, report: Report = "warn") -> None:
         self.report = check_report(report)
         f = check_faces(faces, n_vertices)
         self._pattern = build_pattern(f, int(n_vertices), host_backend())
@@ -119,14 +131,17 @@ class MeshTopology:
 
     @property
     def indptr(self) -> np.ndarray:
+        """(N + 1,) CSR row pointers of L's pattern (read-only)."""
         return _readonly(self._pattern.indptr)
 
     @property
     def indices(self) -> np.ndarray:
+        """(nnz,) CSR column indices of L's pattern, sorted within each row (read-only)."""
         return _readonly(self._pattern.indices)
 
     @property
     def faces(self) -> np.ndarray:
+        """(F, 3) the faces as given, in the pattern's index dtype (a read-only copy)."""
         return _readonly(self._pattern.faces)
 
     def __repr__(self):
@@ -135,7 +150,7 @@ class MeshTopology:
             f"index={self.index_dtype.name}>"
         )
 
-    def to_csr(self, values) -> sp.csr_matrix:
+    def to_csr(self, values: npt.ArrayLike) -> sp.csr_matrix:
         """The N x N CSR matrix with this pattern and ``values`` (nnz,) (shared, not copied)."""
         values = np.asarray(values)
         if values.shape != (self.nnz,):
@@ -145,7 +160,7 @@ class MeshTopology:
         L.has_canonical_format = True
         return L
 
-    def matrices(self, values) -> list:
+    def matrices(self, values: npt.ArrayLike) -> list[sp.csr_matrix]:
         """One CSR matrix per row of a batch's ``values`` (S, nnz)."""
         values = np.asarray(values)
         if values.ndim != 2 or values.shape[1] != self.nnz:
@@ -154,7 +169,7 @@ class MeshTopology:
 
     # -- tables on a backend ---------------------------------------------------------------------
 
-    def eigenpairs(self, L, m, k: int = 100, *, seed: bool = True, **options):
+    def eigenpairs(self, L: Any, m: Any, k: int = 100, *, seed: bool = True, **options: Any) -> Eigenpairs:
         """``eigenpairs(L, m, k, **options)`` for a subject assembled on this topology.
 
         The work that depends on the topology alone is done once, by the first subject:
@@ -203,7 +218,8 @@ class MeshTopology:
 
     # -- assembly --------------------------------------------------------------------------------
 
-    def assemble(self, vertices, backend=None, *, variant="deterministic", keep_on_device=False):
+    def assemble(self, vertices: Any, backend: str | kernelrt.Backend | None = None, *, variant: str = "deterministic",
+                 keep_on_device: bool = False) -> tuple[Any, Any]:
         """Cotangent Laplacian L (PSD, SpectralBrain's sign) and lumped barycentric mass m.
 
         Args:
@@ -241,7 +257,8 @@ class MeshTopology:
             return self.to_csr(vals[0]), mass[0]
         return self._device_result(be, vals[0], mass[0])
 
-    def assemble_batch(self, vertices, backend=None, *, variant="deterministic", keep_on_device=False):
+    def assemble_batch(self, vertices: Any, backend: str | kernelrt.Backend | None = None, *,
+                       variant: str = "deterministic", keep_on_device: bool = False) -> tuple[Any, Any]:
         """Assemble a cohort sharing these faces in one launch (index: row x subject).
 
         Args:
@@ -338,7 +355,8 @@ def _signed(a):
     return a.view(np.int32) if a.dtype == np.uint32 else a
 
 
-def cotan_laplacian(vertices, faces, backend=None, *, report="warn", **options):
+def cotan_laplacian(vertices: Any, faces: npt.ArrayLike, backend: str | kernelrt.Backend | None = None, *,
+                    report: Report = "warn", **options: Any) -> tuple[Any, Any]:
     """``MeshTopology(faces, len(vertices), report=report).assemble(vertices, backend, **options)``.
 
     Validates the vertices before building anything. Build a ``MeshTopology`` yourself

@@ -9,6 +9,7 @@ can plan one unit on the host while the device runs the one before (many.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +37,10 @@ class SfapResult:
     """
 
     t: np.ndarray
-    sfaps_raw: object
-    sfaps: object
-    muap: object
+    # numpy arrays, or device arrays with keep_on_device: typed Any so callers need no cast
+    sfaps_raw: Any
+    sfaps: Any
+    muap: Any
     backend: str
 
 
@@ -69,7 +71,7 @@ def compute_sfaps(*, fibre_xy, fibre_diameter, fibre_cv, nmj_z, fibre_ends, nerv
         keep_on_device: on a CUDA backend, return device arrays instead of numpy arrays.
         keep_raw: False delays the SFAPs in place of the raw ones, which halves the
             memory of the outputs; ``sfaps_raw`` is then None.
-        progress: True draws a tqdm bar over fibres (on a terminal only); a callable is
+        progress: True draws a tqdm bar over fibres (on a terminal or in Jupyter); a callable is
             called with the number of fibres each finished batch held.
 
     Returns:

@@ -52,7 +52,7 @@ def compute_many(units, *, client=None, backend=None, units_per_task: int = 1, m
             unit's results stay on the device and no unit waits for the one before.
         errors: "raise" raises ``FailedTasks`` once every unit has run if any failed (its
             ``results`` hold the others); "keep" returns ``TaskFailure`` in their place.
-        progress: True draws a bar over tasks (on a terminal); a callable gets 1 per task.
+        progress: True draws a bar over tasks (on a terminal or in Jupyter); a callable gets 1 per task.
         **common: ``compute_sfaps`` arguments shared by all units (electrodes, dt, dz,
             branch_cv, min_radial_dist, keep_raw).
 

@@ -52,18 +52,19 @@ def test_this_machine_answers_with_a_reason_not_a_traceback():
         assert isinstance(info.value, ImportError)  # the one error the CPU fallback catches
 
 
-def test_auto_falls_back_to_cpu_with_reason_logged_once(caplog, monkeypatch):
+def test_auto_falls_back_to_cpu_with_one_notice(monkeypatch):
     if kernelrt.CUDABackend.check_available():
         pytest.skip("CUDA is available here")
     from kernelrt import selection
 
     monkeypatch.setattr(selection, "_defaults", {})
-    monkeypatch.setattr(selection, "_logged_reasons", set())
-    with caplog.at_level("WARNING", logger="kernelrt"):
+    monkeypatch.setattr(selection, "_notice_given", False)
+    monkeypatch.delenv("KERNELRT_FALLBACK_NOTICE", raising=False)
+    with pytest.warns(kernelrt.CPUFallbackWarning) as record:
         assert kernelrt.get_backend("auto").name == "cpu"
-        assert kernelrt.get_backend("auto").name == "cpu"
-    messages = [r.getMessage() for r in caplog.records if "using the CPU backend" in r.getMessage()]
-    assert len(messages) == 1
+        assert kernelrt.get_backend("auto", enable_caching=False).name == "cpu"
+    notices = [w for w in record if issubclass(w.category, kernelrt.CPUFallbackWarning)]
+    assert len(notices) == 1  # this machine's reason; tests/runtime/test_fallback_notice.py has the rest
     with pytest.raises(kernelrt.CudaUnavailableError):
         kernelrt.get_backend("cuda")
 

@@ -38,10 +38,14 @@ MODULES = _modules()
 
 
 def _imported(module: str, path: Path) -> set[str]:
-    """The project modules ``module`` imports anywhere in its body (functions included)."""
+    """The project modules ``module`` imports anywhere in its body (functions included;
+    ``if TYPE_CHECKING:`` blocks excluded)."""
     is_package = path.name == "__init__.py"
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for block in [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]:
+        block.body = []  # imports for type checkers only: never run, so no cycle
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
