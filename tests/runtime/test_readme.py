@@ -1,4 +1,6 @@
-"""The README's two commands are the ones CI runs (so the documented command is tested)."""
+"""The README's two commands are the ones CI runs, and its first screen is the user's.
+
+Its code blocks run in tests/docs/test_code_blocks.py."""
 
 from tests.support.layers import ROOT
 
@@ -19,12 +21,12 @@ def test_readme_install_command_installs_from_this_checkout():
     assert 'pip install -e ".[test]" && kernelrt demo' in readme
 
 
-def test_readme_cuda_kernel_on_the_cpu_example_runs(cache_dir, tmp_path):
-    """The README's numba.cuda-on-the-CPU block, run as a script (it asserts its result)."""
+def test_readme_opens_with_the_users_install_and_quick_start():
+    """The first screen is the user's: install and quick start before results and contributing."""
     readme = (ROOT / "README.md").read_text()
-    start = readme.index("### numba.cuda kernels on the CPU")
-    block = readme[readme.index("```python\n", start) + len("```python\n"):]
-    block = block[: block.index("```")]
-    script = tmp_path / "readme_example.py"  # a file: the translation reads the kernel's source
-    script.write_text(block)
-    exec(compile(block, str(script), "exec"), {"__name__": "__main__"})
+    heads = [line for line in readme.splitlines() if line.startswith("## ")]
+    assert heads[:2] == ["## Install", "## Quick start"], heads
+    order = [readme.index(h) for h in ("## Install", "## Quick start", "## Inside MyoGen and SpectralBrain",
+                                        "## Results", "## Contributing")]
+    assert order == sorted(order)
+    assert "```bash\npip install kernelrt\n```" in readme
