@@ -5,9 +5,10 @@ Owns ``eigenpairs`` (docs/laplacian.md, "Eigenpairs"): input checks made before 
 of route, the result with its residuals and M-orthonormality, and the error when a solver
 stops short. The routes:
 
-* ``"cholesky"`` (the CPU default): block Lanczos (lanczos.py) on the shift-invert
-  operator, solving with a sparse Cholesky factor (factor.py: cholespy, or SciPy's
-  SuperLU when cholespy is absent). 2.0-2.5x SpectralBrain's route (bench/bench_eigen.py).
+* ``"cholesky"`` (the CPU default, cholesky_route.py): block Lanczos (lanczos.py) on the
+  shift-invert operator, solving with a sparse Cholesky factor (factor.py: cholespy, or
+  SciPy's SuperLU when cholespy is absent). 1.6-3.2x SpectralBrain's route on an Intel
+  Xeon, 2.0-2.5x on an AMD EPYC before the column-major basis (bench/bench_eigen.py).
 * ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
 * ``"dense"``: the standardised dense ``eigh`` (SpectralBrain's GPU route, N <= 20,000).
 * ``"chebyshev"``: Chebyshev-filtered subspace iteration (chebyshev.py), sparse products
@@ -23,19 +24,17 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.linalg import eigh
 from scipy.sparse.csgraph import connected_components
 from scipy.sparse.linalg import ArpackNoConvergence, eigsh
-from threadpoolctl import threadpool_limits
 
 import kernelrt
 
 from ..conventions import converged_callback
 from .chebyshev import chebyshev_eigenpairs
+from .cholesky_route import SPECTRALBRAIN_SIGMA, cholesky_eigenpairs, default_sigma, krylov_sizes
 from .eigen_report import EigenConvergenceError, device_report, report
-from .factor import ShiftedFactor, ShiftPattern, factor_library, with_full_diagonal
+from .factor import ShiftPattern, factor_library
 from .inputs import MASS_HINT, check_finite, host_square_sparse, mass_vector
-from .lanczos import block_lanczos
 from .placement import cupy_or_none
 from .spmv import LaplacianOperator, _to_host
 
@@ -46,7 +45,6 @@ logger = logging.getLogger("kernelrt.laplacian")
 METHODS = ("auto", "cholesky", "shift-invert", "dense", "chebyshev")
 DENSE_MAX = 20000
 DENSE_CPU_MAX = 2000
-SPECTRALBRAIN_SIGMA = -0.01
 
 
 class DisconnectedMeshError(ValueError):
@@ -65,8 +63,10 @@ class Eigenpairs(tuple):
         m_orthonormality: ``max |Vᵀ M V - I|``.
         products: operator applications (solves or sparse products, in columns), if counted.
         seconds: wall time of the whole call (checks, solve and this report).
-        phases: the Chebyshev route's seconds per phase (chebyshev.py's ``info["phases"]``
-            and "report"), else None.
+        phases: seconds per phase, with "report" (the residuals above), for the Cholesky
+            route ("factor", "solve": the shift-invert solves, "orthogonalise": the rest of
+            the Lanczos iteration, "rayleigh_ritz": the last projection with L) and the
+            Chebyshev route (chebyshev.py's ``info["phases"]``); None for the others.
     """
 
     def __new__(cls, evals: Any, evecs: Any, **info: Any) -> Eigenpairs:
@@ -139,16 +139,6 @@ def check_connected(L) -> None:
             f"{count} eigenvectors and any basis of them is as good: compute the eigenpairs of each "
             "component separately (scipy.sparse.csgraph.connected_components gives the labels)"
         )
-
-
-def default_sigma(m: np.ndarray) -> float:
-    """SpectralBrain's σ = -0.01 on the unit sphere, scaled with the surface's area.
-
-    Shift-invert converges like the ratios of 1/(λ - σ); λ₁ scales like 1/area, so a
-    fixed σ that is far below λ₁ on a unit sphere crowds every θ together on a
-    mm-scale cortex (area ~1e5 mm², λ₁ ~ 2.5e-4). Scaling keeps λ₁/|σ| = 200.
-    """
-    return SPECTRALBRAIN_SIGMA * 4.0 * np.pi / float(m.sum())
 
 
 def eigenpairs(
@@ -238,7 +228,8 @@ def eigenpairs(
     phases = None
     with converged_callback(progress, k, f"eigenpairs ({method})", "pair") as callback:
         if method == "cholesky":
-            evals, evecs, products = _cholesky(L, m, k, sigma, tol, maxiter, library, start, callback, pattern, sizes)
+            evals, evecs, products, phases = cholesky_eigenpairs(
+                L, m, k, sigma, tol, maxiter, library, start, callback, pattern, sizes)
         elif method == "shift-invert":
             evals, evecs, products = _shift_invert(L, m, k, sigma, which, tol, maxiter)
         elif method == "chebyshev":
@@ -287,55 +278,6 @@ def _choose(method: str, be, n: int, dense_max: int) -> str:
                        be.availability(be.device_id).install_command)
         return "cholesky"
     return "dense" if n <= dense_max else "chebyshev"
-
-
-def krylov_sizes(k: int, n: int) -> dict:
-    """Block width, kept Ritz vectors and basis size of the Cholesky route.
-
-    Measured on noisy ico7 (163,842 vertices, one BLAS thread): blocks of 4 need the
-    fewest solves that still go several columns at a time (k = 100: 324-340 columns
-    against 424 with 8 and 592 with 16), and a basis of ~2.4k balances restarts against
-    the reorthogonalisation, which reads the whole basis once per block (k = 50: 4.5 s
-    against 5.2 s with 2k or 3k).
-    """
-    block = 4
-    keep = k + max(16, k // 5)
-    basis = max(int(2.4 * k), keep + 3 * block)
-    if basis + 2 * block > n:
-        raise ValueError(
-            f"method='cholesky' needs N >= {basis + 2 * block} vertices for k = {k} (got N = {n}): "
-            "use method='dense' for a mesh this small"
-        )
-    return {"block": block, "keep": keep, "basis": basis}
-
-
-def _cholesky(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, sizes):
-    sigma = default_sigma(m) if sigma is None else float(sigma)
-    if pattern is None:
-        L = with_full_diagonal(L)
-        pattern = ShiftPattern(L)
-    fac = ShiftedFactor(pattern, pattern.shifted_values(L, m, sigma), library)
-    logger.info("eigenpairs: Cholesky route, factor by %s, sigma = %.3g", library, sigma)
-    root = np.sqrt(m)
-
-    def apply(X):  # S = M^½ A⁻¹ M^½, symmetric, eigenvalues 1 / (λ - σ)
-        return fac.solve(root[:, None] * X) * root[:, None]
-
-    seed = None if start is None else start * root[:, None]
-    # One BLAS thread: the products are tall and thin, so memory-bound, and a second
-    # OpenBLAS thread only helps an idle machine (12.1 s against 12.5 s at ico7,
-    # k = 100); beside any other busy thread it made a solve 10-20x slower.
-    with threadpool_limits(limits=1, user_api="blas"):
-        theta, Y, _, info = block_lanczos(
-            apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
-            maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
-        )
-    # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain
-    # k x k eigh): it undoes the ~1e-11 mixing that the final orthonormalisation spreads
-    # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
-    X = Y / root[:, None]
-    lam, C = eigh(X.T @ (L @ X))
-    return lam, X @ C, info["products"]
 
 
 def _shift_invert(L, m, k, sigma, which, tol, maxiter):

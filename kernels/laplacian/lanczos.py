@@ -14,16 +14,46 @@ member at a time.
 The iteration keeps ``S V = V H + Q B`` exact (full reorthogonalisation, twice: classical
 Gram–Schmidt is stable only when repeated). At a restart the best ``keep`` Ritz vectors
 stay, with the last residual block; the residual norm of Ritz pair i is ``‖B y_i‖``.
+
+Reading the basis is the iteration's cost beside the solves, and it is memory-bound, so
+the basis is column-major (a block of vectors is one contiguous piece) and every product
+with it is a GEMM in BLAS's good shape (``_times``, ``_subtract_product``): at 163,842
+vertices, k = 50, the iteration's own time went from 8.0 s to 3.1-3.4 s (Intel Xeon,
+2 vCPU, one BLAS thread).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.linalg import cholesky, eigh, solve_triangular
+from scipy.linalg.blas import dgemm
 
 from .eigen_report import EigenConvergenceError
 
 __all__ = ["block_lanczos"]
+
+
+def _times(A, B) -> np.ndarray:
+    """``A @ B`` as a column-major array: BLAS's good shape for a tall A and a small B.
+
+    NumPy's ``@`` returns a row-major result, which it gets by computing ``(Bᵀ Aᵀ)ᵀ``: a GEMM
+    with a tiny row count that OpenBLAS runs ~3x slower (55 ms against 18 ms for a
+    163,842 x 120 basis times 120 x 4, measured here).
+    """
+    return dgemm(1.0, A, B)
+
+
+def _subtract_product(W, A, B) -> None:
+    """``W -= A @ B`` in place, W column-major (``_times``' shape, no temporary)."""
+    if not W.flags.f_contiguous:  # dgemm would update a copy and leave W as it was
+        raise ValueError("W must be column-major (Fortran-contiguous) to be updated in place")
+    dgemm(-1.0, A, B, 1.0, W, overwrite_c=True)
+
+
+def _upper_inverse(R):
+    # R⁻¹ of a small upper-triangular factor: the block is then multiplied by it (one GEMM
+    # over the column-major block) instead of a triangular solve on its transpose (a copy)
+    return solve_triangular(R, np.eye(len(R)), lower=False)
 
 
 def _orthonormal_block(W, V, rng):
@@ -32,17 +62,18 @@ def _orthonormal_block(W, V, rng):
     A column that orthogonalisation cancels (the block met an invariant subspace) gets a
     random direction instead, with a zero row in R, so the basis keeps growing.
     """
-    try:  # Cholesky QR twice: two GEMMs, ~5x faster than Householder on tall blocks
+    try:  # Cholesky QR twice: GEMMs and a small triangular inverse, ~5x faster than Householder
         R1 = cholesky(W.T @ W, lower=False)
-        Q = solve_triangular(R1, W.T, trans="T", lower=False).T
+        Q = _times(W, _upper_inverse(R1))
         R2 = cholesky(Q.T @ Q, lower=False)
-        Q = solve_triangular(R2, Q.T, trans="T", lower=False).T
+        Q = _times(Q, _upper_inverse(R2))
         R = R2 @ R1
         if np.abs(np.diag(R)).min() > 1e-6 * np.abs(np.diag(R)).max():
-            return np.ascontiguousarray(Q), R
+            return Q, R
     except np.linalg.LinAlgError:  # nearly dependent columns: Householder, then mend
         pass
     Q, R = np.linalg.qr(W)
+    Q = np.asfortranarray(Q)
     scale = max(float(np.abs(np.diag(R)).max(initial=0.0)), 1e-300)
     weak = np.flatnonzero(np.abs(np.diag(R)) < 1e-10 * scale)
     for j in weak:
@@ -86,12 +117,15 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
     w = X.shape[1]
     keep = min(k + block if keep is None else keep, n - w)
     size = min(max(2 * k, keep + 3 * w) if basis is None else max(basis, keep + 2 * w), n - w)
-    V = np.empty((n, size + 2 * w))
+    # Column-major: a block of basis vectors V[:, a:b] is one contiguous piece of memory, so
+    # the reorthogonalisation GEMMs stream it (row-major, a narrow block is a strided read
+    # that defeats the prefetcher: ~3x the time at 163,842 rows)
+    V = np.empty((n, size + 2 * w), order="F")
     H = np.zeros((size + 2 * w, size + 2 * w))
     V[:, :w], _ = _orthonormal_block(X, V[:, :0], rng)
     low, applied, cur, products, restarts, unchecked = 0, 0, w, 0, 0, 0
     while True:
-        W = np.ascontiguousarray(apply(np.ascontiguousarray(V[:, applied:cur])))
+        W = np.asfortranarray(apply(np.ascontiguousarray(V[:, applied:cur])))
         products += W.shape[1]
         Vc = V[:, :cur]
         C = np.zeros((cur, W.shape[1]))
@@ -102,11 +136,11 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         # full pass runs only where cancellation says orthogonality was lost.
         local = V[:, low:cur]
         C[low:] = local.T @ W
-        W -= local @ C[low:]
+        _subtract_product(W, local, C[low:])
         norms = np.linalg.norm(W, axis=0)
         for _ in range(2):
             C2 = Vc.T @ W
-            W -= Vc @ C2
+            _subtract_product(W, Vc, C2)
             C += C2
             after = np.linalg.norm(W, axis=0)
             if np.all(after > 0.5 * norms):
@@ -146,14 +180,14 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         restarts += 1
         # thick restart: the best `keep` Ritz vectors, then the residual block
         B = H[applied:cur, :applied] @ Y[:, :keep]
-        V[:, :keep] = V[:, :applied] @ Y[:, :keep]
+        V[:, :keep] = _times(V[:, :applied], Y[:, :keep])
         V[:, keep:keep + w] = V[:, applied:cur]
         H[:] = 0.0
         H[:keep, :keep] = np.diag(theta[:keep])
         H[keep:keep + w, :keep] = B
         H[:keep, keep:keep + w] = B.T
         low, applied, cur = 0, keep, keep + w
-    vectors = V[:, :applied] @ Y[:, :k]
+    vectors = _times(V[:, :applied], Y[:, :k])
     # One reorthogonalisation pass leaves the basis orthogonal to ~1e-11 of the largest
     # θ; Löwdin's symmetric orthonormalisation mends that with the smallest change to
     # each vector (G^-½ is I to ~1e-11, far below the residuals).

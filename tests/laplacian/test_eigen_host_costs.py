@@ -135,7 +135,10 @@ def test_keep_on_device_on_the_cpu_backend_is_numpy_and_feeds_hks(noisy):
     assert isinstance(result.evecs, np.ndarray)
     assert set(result.phases) >= {"start", "filter", "qr", "eigh", "report"}
     np.testing.assert_array_equal(lap.hks(result, backend="cpu"), lap.hks(result.evals, result.evecs.copy()))
-    assert lap.eigenpairs(L, m, 12, backend="cpu").phases is None  # the Cholesky route has no phases
+    chol = lap.eigenpairs(L, m, 12, backend="cpu", method="cholesky")
+    assert set(chol.phases) == {"factor", "solve", "orthogonalise", "rayleigh_ritz", "report"}
+    assert all(v >= 0 for v in chol.phases.values()) and sum(chol.phases.values()) <= chol.seconds
+    assert lap.eigenpairs(L, m, 12, backend="cpu", method="dense").phases is None
 
 
 def test_results_match_the_normal_start(noisy):

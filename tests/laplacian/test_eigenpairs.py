@@ -74,7 +74,9 @@ def test_two_components_are_refused_before_any_work(monkeypatch):
     V, F = lap.icosphere(3)
     F2 = np.vstack([F, F + len(V)])
     L, m = lap.cotan_laplacian(np.vstack([V, V + 3.0]), F2, "cpu")
-    monkeypatch.setattr(eigen_module, "ShiftedFactor", lambda *a: pytest.fail("factored a disconnected mesh"))
+    from kernelrt.kernels.laplacian import cholesky_route
+
+    monkeypatch.setattr(cholesky_route, "ShiftedFactor", lambda *a: pytest.fail("factored a disconnected mesh"))
     for method in ("auto", "cholesky", "shift-invert", "dense"):
         with pytest.raises(lap.DisconnectedMeshError, match=r"2 connected components \(vertex counts 642, 642\)"):
             lap.eigenpairs(L, m, 10, backend="cpu", method=method)
@@ -159,3 +161,23 @@ def test_block_lanczos_on_a_known_spectrum():
     np.testing.assert_allclose(found, top, rtol=1e-12)
     assert np.abs(Y.T @ Y - np.eye(10)).max() < 1e-13 and residuals.max() <= 1e-12
     assert info["products"] % 4 == 0
+
+
+def test_basis_products_are_numpy_products_in_place():
+    # the column-major GEMM helpers of lanczos.py: the same product as NumPy's (to a BLAS
+    # order's rounding: the sums may be grouped differently), W updated in place, and a
+    # row-major W refused, since dgemm would update a copy and leave W as it was
+    from kernelrt.kernels.laplacian.lanczos import _subtract_product, _times
+
+    rng = np.random.default_rng(3)
+    A = np.asfortranarray(rng.standard_normal((500, 30)))
+    B = rng.standard_normal((30, 8))
+    np.testing.assert_allclose(_times(A, B), A @ B, rtol=0, atol=1e-12)
+    assert _times(A, B).flags.f_contiguous
+    W = np.asfortranarray(rng.standard_normal((500, 8)))
+    expected = W - A @ B
+    _subtract_product(W, A, B)  # returns nothing: the update must land in W itself
+    np.testing.assert_allclose(W, expected, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="column-major"):
+        _subtract_product(np.ascontiguousarray(W), A, B)
+
