@@ -1,26 +1,34 @@
 """Eigenpair benchmarks: ``kernelrt.kernels.laplacian.eigenpairs`` against SpectralBrain 0.1.0.
 
-The k smallest pairs of ``L v = λ M v`` (cotangent L, lumped m, from ``MeshTopology.assemble``)
-on icospheres, every route of a case in one group so that ratios come from the same run:
+The k smallest pairs of ``L v = λ M v`` (cotangent L, lumped m, from ``MeshTopology.assemble``),
+every route of a case in one group so that ratios come from the same run. Each case is a mesh
+and a k; the meshes:
 
-* ``eigen-k<k>-ico<l>``, l in (6, 7), k in (50, 100): SpectralBrain's
-  ``NumpyBackend.eigsh(L, M, k)`` (ARPACK shift-invert, σ = -0.01, SuperLU; peer),
-  kernelrt ``method="cholesky"`` with cholespy (kernelrt), the same with
-  ``factor="superlu"`` (the fallback; role "variant"), ARPACK's same call with
-  ``OPinv`` = a cholespy solve of L + 0.01 M (EIGEN_NOTES' reference; peer
-  "arpack+cholespy") and ``method="chebyshev"`` (variant; on a CPU backend at the first
-  level only, being the GPU route; at every level on a CUDA backend).
-* ``eigen-k100-ico8`` (655,362 vertices): SpectralBrain and kernelrt cholesky only
-  (plus Chebyshev on a CUDA backend); off with ``KERNELRT_BENCH_EIGEN_L8=0``.
+* ``ico6``, ``ico7`` (40,962 and 163,842 vertices), k in (50, 100), every route:
+  SpectralBrain's ``NumpyBackend.eigsh(L, M, k)`` (ARPACK shift-invert, σ = -0.01, SuperLU;
+  peer), kernelrt ``method="cholesky"`` with cholespy (kernelrt), the same with
+  ``factor="superlu"`` (the fallback; role "variant"), ARPACK's same call with ``OPinv`` = a
+  cholespy solve of L + 0.01 M (ARPACK over the same factor; peer "arpack+cholespy") and
+  ``method="chebyshev"`` (variant; on a CPU backend on the first mesh only, being the GPU
+  route; everywhere on a CUDA backend).
+* ``ico8`` (655,362 vertices), k in (50, 100); ``noisy7`` (``noisy_icosphere(7, 0.1)``: no
+  multiplets), k = 50; ``bunny`` (the Stanford Bunny shipped with pymeshfix, 50,000 vertices,
+  a real scan with boundary and non-manifold edges), k in (50, 100): SpectralBrain, kernelrt
+  and ARPACK over the same factor (plus Chebyshev on a CUDA backend). ``ico8`` is off with
+  ``KERNELRT_BENCH_EIGEN_L8=0`` (SpectralBrain needs minutes and ~4 GB there); ``bunny`` is
+  skipped without pymeshfix.
 * ``eigen-cohort-ico6x10``: 10 subjects ``noisy_icosphere(6, 0.1, seed=s)`` on one
   ``MeshTopology``, k = 50: SpectralBrain per subject vs ``topo.eigenpairs``.
 
-Quick (``--quick``, ``KERNELRT_BENCH_QUICK=1``): levels 4 and 5, k = 20, no ico8, a
-3-subject cohort at level 4 (k = 50). One round per entry (solves take seconds to minutes).
-Each entry's extra_info: ``peak_bytes`` (the solve's peak RSS above its inputs, in a
-fresh process; ``KERNELRT_BENCH_EIGEN_RSS=0`` skips it, halving the run),
+Quick (``--quick``, ``KERNELRT_BENCH_QUICK=1``): ico4 and ico5, k = 20, a 3-subject cohort at
+level 4 (k = 50). One round per entry (solves take seconds to minutes). Every entry times
+the whole call, end to end. Its extra_info: ``peak_bytes`` (the solve's peak RSS above its
+inputs, in a fresh process; ``KERNELRT_BENCH_EIGEN_RSS=0`` skips it, halving the run),
 ``eigen_max_rel_diff`` (max over λ_ref > 1e-10 of |λ - λ_ref| / λ_ref against the
-SpectralBrain run of the same case), ``max_residual``, ``m_orthonormality``, ``products``.
+SpectralBrain run of the same case), ``max_residual``, ``m_orthonormality``, ``products``;
+for kernelrt's Cholesky route also ``phases`` (seconds: factor, solve, orthogonalise,
+rayleigh_ritz, report) and its floor: ``floor_s`` = factor + solves, the time that no Krylov
+method over this factor avoids at this column count, and ``x_floor`` = seconds / floor_s.
 "variant" entries are plotted but left out of the peer/kernelrt ratios (one kernelrt per group).
 
 Run: ``kernelrt bench eigen [--quick] [--plot]`` (or ``python -m pytest bench/bench_eigen.py
@@ -57,17 +65,23 @@ def _have(module: str) -> bool:
         return False
 
 
-def levels_and_ks(quick: bool = QUICK):
-    return ((4, 5), (20,)) if quick else ((6, 7), (50, 100))
+MAIN_ROUTES = ("spectralbrain", "cholesky", "arpack+cholespy", "chebyshev")
 
 
-def cases(quick: bool = QUICK) -> list[tuple[int, int, str]]:
-    """(level, k, route) in run order: by level, then k, the peer first."""
-    levels, ks = levels_and_ks(quick)
-    out = [(level, k, r) for level in levels for k in ks for r in ROUTES]
-    if LEVEL8 and not quick:  # SpectralBrain needs ~200 s and ~4 GB here: the two main routes only
-        out += [(8, 100, r) for r in ("spectralbrain", "cholesky", "chebyshev")]
+def meshes_and_ks(quick: bool = QUICK) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
+    """(mesh, ks, routes) in run order; the first mesh is the one Chebyshev runs on, on a CPU."""
+    if quick:
+        return [("ico4", (20,), ROUTES), ("ico5", (20,), ROUTES)]
+    out = [("ico6", (50, 100), ROUTES), ("ico7", (50, 100), ROUTES), ("noisy7", (50,), MAIN_ROUTES),
+           ("bunny", (50, 100), MAIN_ROUTES)]
+    if LEVEL8:
+        out.append(("ico8", (50, 100), MAIN_ROUTES))
     return out
+
+
+def cases(quick: bool = QUICK) -> list[tuple[str, int, str]]:
+    """(mesh, k, route) in run order: by mesh, then k, the peer first."""
+    return [(mesh, k, r) for mesh, ks, routes in meshes_and_ks(quick) for k in ks for r in routes]
 
 
 def label(route: str, backend_name: str = "cpu") -> tuple[str, str | None]:
@@ -79,23 +93,41 @@ def label(route: str, backend_name: str = "cpu") -> tuple[str, str | None]:
             "chebyshev": ("variant", f"kernelrt chebyshev ({backend_name})")}[route]
 
 
-def unavailable(route: str, level: int, backend_name: str, quick: bool = QUICK) -> str | None:
+def unavailable(route: str, mesh: str, backend_name: str, quick: bool = QUICK) -> str | None:
     """Why a route does not run in this case here, or None."""
     needs = {"spectralbrain": "spectralbrain", "arpack+cholespy": "cholespy", "cholesky": "cholespy",
              "chebyshev": "kernelrt.kernels.laplacian.chebyshev"}
     if route in needs and not _have(needs[route]):
         return f"{needs[route]} is not installed"
-    if route == "chebyshev" and backend_name != "cuda" and level != levels_and_ks(quick)[0][0]:
-        return "chebyshev on the CPU backend runs at the first level only (it is the GPU route)"
+    if mesh == "bunny" and _bunny_path() is None:
+        return "the Stanford Bunny comes with pymeshfix, which is not installed"
+    if route == "chebyshev" and backend_name != "cuda" and mesh != meshes_and_ks(quick)[0][0]:
+        return "chebyshev on the CPU backend runs on the first mesh only (it is the GPU route)"
     return None
 
 
-@functools.cache
-def inputs(level: int):
-    """(L, m) of icosphere(level), assembled by kernelrt on the CPU (the same for every route)."""
-    from kernelrt.kernels.laplacian import MeshTopology, icosphere
+def _bunny_path():
+    from pathlib import Path
 
-    V, F = icosphere(level)
+    if not _have("pymeshfix"):
+        return None
+    import pymeshfix  # its examples folder, by path: importing pymeshfix.examples imports pyvista
+
+    path = Path(pymeshfix.__file__).parent / "examples" / "StanfordBunny.ply"
+    return path if path.exists() else None
+
+
+@functools.cache
+def inputs(mesh: str):
+    """(L, m) of a bench mesh, assembled by kernelrt on the CPU (the same for every route)."""
+    from kernelrt.kernels.laplacian import MeshTopology, icosphere, noisy_icosphere, read_mesh
+
+    if mesh == "bunny":
+        V, F = read_mesh(_bunny_path())
+    elif mesh.startswith("noisy"):
+        V, F = noisy_icosphere(int(mesh[5:]), 0.1)
+    else:
+        V, F = icosphere(int(mesh[3:]))
     return MeshTopology(F, len(V)).assemble(V, "cpu")
 
 
@@ -146,7 +178,7 @@ def solve(route: str, L, m, k: int, backend="cpu"):
 @functools.cache
 def warm(route: str, backend_name: str = "cpu") -> None:
     """A tiny solve first: imports and kernel compilation stay out of the timed one."""
-    solve(route, *inputs(2), 10, backend_name)
+    solve(route, *inputs("ico2"), 10, backend_name)
 
 
 def metrics(L, m, result, ref=None) -> dict:
@@ -155,6 +187,12 @@ def metrics(L, m, result, ref=None) -> dict:
     out = {"products": getattr(result, "products", None)}
     if hasattr(result, "route"):
         out.update(route=result.route, solve_s=result.seconds, reported_max_residual=float(np.max(result.residuals)))
+    phases = getattr(result, "phases", None)
+    if phases and "factor" in phases:
+        out["phases"] = dict(phases)
+        out["floor_s"] = phases["factor"] + phases["solve"]
+        out["floor"] = "factor + solves (no Krylov method over this factor avoids them at this column count)"
+        out["x_floor"] = result.seconds / out["floor_s"]
     from kernelrt.kernels.laplacian.eigen_report import report
 
     # the peers' pairs measured as kernelrt measures its own
@@ -175,19 +213,19 @@ def blas_threads() -> str | None:
     return ", ".join(f"{p['internal_api']}:{p['num_threads']}" for p in threadpool_info())
 
 
-def _child_peak(level: int, k: int, route: str, backend_name: str) -> dict:
+def _child_peak(mesh: str, k: int, route: str, backend_name: str) -> dict:
     """In a fresh process: the solve's peak RSS above the RSS with its inputs built."""
     from benchlib import peak_rss
 
     warm(route, backend_name)
-    L, m = inputs(level)
+    L, m = inputs(mesh)
     return peak_rss(lambda: solve(route, L, m, k, backend_name))
 
 
-def peak_bytes(level: int, k: int, route: str, backend_name: str = "cpu") -> dict:
+def peak_bytes(mesh: str, k: int, route: str, backend_name: str = "cpu") -> dict:
     from benchlib import fresh_process
 
-    return fresh_process(__file__, level, k, route, backend_name)
+    return fresh_process(__file__, mesh, k, route, backend_name)
 
 
 # -- plain runner ----------------------------------------------------------------------------
@@ -196,18 +234,18 @@ def peak_bytes(level: int, k: int, route: str, backend_name: str = "cpu") -> dic
 def run(quick: bool = QUICK, backend_name: str = "cpu") -> dict:
     """Every case once, every available route; a plain dict for a CLI (no pytest, no RSS)."""
     rows = {}
-    for level, k, route in cases(quick):
-        if unavailable(route, level, backend_name, quick):
+    for mesh, k, route in cases(quick):
+        if unavailable(route, mesh, backend_name, quick):
             continue
-        L, m = inputs(level)
+        L, m = inputs(mesh)
         warm(route, backend_name)
         t0 = time.perf_counter()
         result = solve(route, L, m, k, backend_name)
         seconds = time.perf_counter() - t0
         if route == "spectralbrain":
-            REFERENCE[(level, k)] = result[0]
-        ref = None if route == "spectralbrain" else REFERENCE.get((level, k))
-        row = rows.setdefault(f"eigen-k{k}-ico{level}", {"vertices": L.shape[0], "k": k, "routes": {}})
+            REFERENCE[(mesh, k)] = result[0]
+        ref = None if route == "spectralbrain" else REFERENCE.get((mesh, k))
+        row = rows.setdefault(f"eigen-k{k}-{mesh}", {"vertices": L.shape[0], "k": k, "routes": {}})
         row["routes"][route] = {"seconds": seconds, **metrics(L, m, result, ref)}
     for row in rows.values():
         ours = row["routes"].get("cholesky", {}).get("seconds")
@@ -225,29 +263,31 @@ def backend():
     return kernelrt.get_backend("auto")
 
 
-@pytest.mark.parametrize("level,k,route", [pytest.param(*c, id=f"k{c[1]}-ico{c[0]}-{c[2]}") for c in cases()])
-def test_eigen(benchmark, backend, level, k, route):
+@pytest.mark.parametrize("mesh,k,route", [pytest.param(*c, id=f"k{c[1]}-{c[0]}-{c[2]}") for c in cases()])
+def test_eigen(benchmark, backend, mesh, k, route):
     from benchlib import tag
 
-    reason = unavailable(route, level, backend.name)
+    reason = unavailable(route, mesh, backend.name)
     if reason:
         pytest.skip(reason)
-    L, m = inputs(level)
+    L, m = inputs(mesh)
     warm(route, backend.name)
     role, peer = label(route, backend.name)
     where = {"backend": backend.name, "device": backend.device_name} if route == "chebyshev" else {"backend": "cpu"}
-    # figure "eigen-k<k>": one panel per k, time against mesh size (bench_cli.plot_results)
-    tag(benchmark, f"eigen-k{k}-ico{level}", role, peer=peer, figure=f"eigen-k{k}", x=L.shape[0],
-        x_label="vertices", k=k, mesh=f"ico{level}", blas=blas_threads(), **where)
+    # figure "eigen-k<k>": one panel per k, time against mesh size (bench_cli.plot_results);
+    # icospheres only, the other meshes are their own figure (one point per route)
+    figure = f"eigen-k{k}" if mesh.startswith("ico") else f"eigen-{mesh}-k{k}"
+    tag(benchmark, f"eigen-k{k}-{mesh}", role, peer=peer, figure=figure, x=L.shape[0],
+        x_label="vertices", k=k, mesh=mesh, blas=blas_threads(), timed="end to end", **where)
     out = []
     benchmark.pedantic(lambda: out.append(solve(route, L, m, k, backend)), rounds=1, iterations=1)
     if route == "spectralbrain":
-        REFERENCE[(level, k)] = out[0][0]
-    ref = None if route == "spectralbrain" else REFERENCE.get((level, k))
+        REFERENCE[(mesh, k)] = out[0][0]
+    ref = None if route == "spectralbrain" else REFERENCE.get((mesh, k))
     benchmark.extra_info.update(metrics(L, m, out[0], ref))
     del out[:]  # ico8 eigenvectors are 0.5 GB: free them before the child runs
     if RSS:
-        benchmark.extra_info.update(peak_bytes(level, k, route, backend.name))
+        benchmark.extra_info.update(peak_bytes(mesh, k, route, backend.name))
 
 
 def _cohort(quick: bool = QUICK):
@@ -308,7 +348,7 @@ def test_cohort_kernelrt(benchmark):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--rss"]:  # the child of peak_bytes()
-        level, k, route, backend_name = sys.argv[2:6]
-        print(json.dumps(_child_peak(int(level), int(k), route, backend_name)))
+        mesh, k, route, backend_name = sys.argv[2:6]
+        print(json.dumps(_child_peak(mesh, int(k), route, backend_name)))
     else:
         print(json.dumps(run(quick="--quick" in sys.argv), indent=2))
