@@ -82,19 +82,23 @@ class LaplacianSetup:
         return self._assembly[key]
 
     def assembly_launcher(self, variant: str = "deterministic", subjects: int = 1):
-        """(label, launch()) of one value-kernel launch: ``row_values`` (with its fused flag count) or ``face_values_atomic``."""
+        """(label, launch()) of one value-kernel launch: ``row_values`` (with its fused flag count), its branch-free
+        variant ``row_values_nodiv`` (``variant="nodiv"``) or ``face_values_atomic``."""
         from kernelrt.kernels.laplacian import assembly
+        from kernelrt.kernels.laplacian.assembly_nodiv import row_values_nodiv
         from kernelrt.kernels.laplacian.placement import BLOCK, blocks
 
-        tables, V3, vals, mass, flags = self.assembly_buffers(variant, subjects)
+        tables, V3, vals, mass, flags = self.assembly_buffers("atomic" if variant == "atomic" else "deterministic",
+                                                              subjects)
         be = self.be
-        if variant == "deterministic":
+        if variant in ("deterministic", "nodiv"):  # nodiv: row_values_nodiv, the same arguments
+            kernel = assembly.row_values if variant == "deterministic" else row_values_nodiv
             if ("counter", subjects) not in self._assembly:
                 self._assembly["counter", subjects] = assembly.new_counter(be)
             counter = self._assembly["counter", subjects]
             args = (V3, tables["inc_nbr"], tables["indptr"], tables["inc_ptr"], tables["inc"], tables["inc_slot"],
                     tables["diag_slot"], vals, mass, flags, counter)
-            return "row_values", lambda: be.launch_kernel(assembly.row_values, (blocks(self.n), subjects), (BLOCK, 1), *args)
+            return kernel.name, lambda: be.launch_kernel(kernel, (blocks(self.n), subjects), (BLOCK, 1), *args)
         args = (V3, tables["faces"], tables["face_slots"], vals, mass, flags)
         n_faces = self.F.shape[0]
         return "face_values_atomic", lambda: be.launch_kernel(assembly.face_values_atomic, (blocks(n_faces), subjects),

@@ -71,15 +71,13 @@ class SfapSetup:
     def response(self):
         self.run.launch_response(self.be, self.batch, self.ze, self.h)
 
-    def columns(self):
-        self.run.launch_columns(self.be, self.batch, self.h, self.raw)
+    def columns(self, variant: str | None = None):
+        self.run.launch_columns(self.be, self.batch, self.h, self.raw, variant)
 
-    def delay(self):
-        from kernelrt.kernels.sfap.delay import sfap_delay
+    def delay(self, variant: str | None = None):
+        from kernelrt.kernels.sfap.delay import launch_delay
 
-        b = self.run.DELAY_BLOCK
-        grid = (-(-self.nt // b[0]), -(-self.ne // b[1]), self.nf)
-        self.be.launch_kernel(sfap_delay, grid, b, self.raw, self.table, self.shifts, self.sfaps)
+        launch_delay(self.be, self.raw, self.table, self.shifts, self.sfaps, variant)
 
     def muap_sum(self):
         from kernelrt.kernels.sfap.delay import sfap_muap

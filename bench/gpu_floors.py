@@ -19,7 +19,7 @@ import numpy as np
 
 __all__ = ["Peaks", "MODELS", "peaks_for", "peaks_from_attributes", "parse_peaks", "ico_counts",
            "sfap_counts", "sfap_floors", "assembly_floor", "cohort_floor", "spmv_floor", "spmm_floor",
-           "heat_floor", "chebyshev_floor", "copy_floor", "launch_floor", "columns_floor", "columns_design_bound",
+           "heat_floor", "chebyshev_floor", "copy_floor", "launch_floor", "columns_floor", "columns_design_bound", "tiled_columns_bound",
            "assembly_e2e_floor", "LAUNCH_FLOOR_S", "EXP_INSTR", "EXP_OVERCOMPUTE"]
 
 EXP_INSTR = 20  # fp64-pipe instructions per libdevice exp (GPU_PLAN §2, an estimate)
@@ -204,6 +204,26 @@ def columns_floor(useful_fma: float, exps_needed: float, peaks: Peaks) -> dict:
 def columns_design_bound(warp_fmas: float, peaks: Peaks) -> float:
     """S1: the current kernel's own L1 bound: 3 wavefronts per warp-FMA, one per SM clock."""
     return warp_fmas * WAVEFRONTS_PER_WARP_FMA / (peaks.sms * peaks.clock)
+
+
+def tiled_columns_bound(plan, ne: int, peaks: Peaks) -> dict:
+    """``sfap_columns_tiled``'s own L1 bound (kernels/sfap/columns_tiled.py), as S1's for the current kernel.
+
+    Blocks of TE x TS lanes (``columns_tiling``) over TKB = TS x TR samples, each thread
+    TR samples x RE electrodes. Per row a warp issues TR x RE DFMA, TR LDS (one wavefront
+    each: at most 16 consecutive doubles, or 2 when 32 sample lanes make it 256 B) and RE
+    LDG of h (TE consecutive doubles: 2 wavefronts at TE = 32, else 1).
+    """
+    from kernelrt.kernels.sfap.columns_tiled import RE, TR, columns_tiling
+
+    (te, ts, _), _, _ = columns_tiling(ne)
+    counts = sfap_counts(plan, ne, tk=ts * TR, lanes=te * RE)  # lane_slots: tile rows x TKB x electrode slots
+    lds = 2 if ts == 32 else 1
+    ldg = 2 if te == 32 else 1
+    wavefronts = (TR * lds + RE * ldg) / (TR * RE)
+    warp_fmas = counts["lane_slots"] / 32
+    return {"warp_fmas": warp_fmas, "wavefronts_per_warp_fma": wavefronts,
+            "design_bound_s": warp_fmas * wavefronts / (peaks.sms * peaks.clock)}
 
 
 def sfap_floors(counts: dict, peaks: Peaks) -> dict:

@@ -17,7 +17,7 @@ H100's floors ("cpu"); under the CUDA simulator they are marked "simulated".
 Writes ``<date>-<device>-probe.json`` (``-variants.json`` with ``--variant``) and a PNG
 of the ratios into ``--out`` (default bench/results), and prints a short table last.
 ``--ncu`` launches each target kernel exactly twice on fixed inputs and prints nothing
-(for ``ncu -k regex:...``). Docs: docs/gpu.md.
+(for ``ncu -k regex:...``); with ``--variant`` the variant kernels are launched too. Docs: docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ def _budget(text: str) -> float:
 
 
 def _variant(text: str) -> list[str]:
+    import gpu_variant_groups  # noqa: F401  (registers the variant families' groups)
     from gpu_variants import GROUPS
 
     if text == "all":
@@ -86,9 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"seconds for the whole probe, shared by the sections (default {DEFAULT_BUDGET:g})")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: bench/results)")
     p.add_argument("--quick", action="store_true", help="fewer and smaller cases")
-    p.add_argument("--ncu", action="store_true", help="launch each target kernel twice on fixed inputs, print nothing")
+    p.add_argument("--ncu", action="store_true", help="launch each target kernel twice on fixed inputs, print nothing "
+                   "(with --variant: the variant kernels too)")
     p.add_argument("--variant", type=_variant, default=None, metavar="NAME",
-                   help="run the A/B kernel variants of a group (assembly) or all, side by side")
+                   help="run the A/B kernel variants of a group (assembly, sfap_columns, sparse_spmv, loops_heat, ...) "
+                        "or all, side by side")
     p.add_argument("--backend", choices=["auto", "cuda", "cpu"], default="auto", help="default: auto")
     p.add_argument("--peaks", type=_peaks_arg, default=None, metavar="MODEL|KEY=VALUE,...",
                    help="the floors' peak figures: a model of the table (H200) or overrides (hbm=3.0e12,...)")
@@ -99,8 +102,6 @@ def check_args(args) -> None:
     """Refuse what would fail after work started (an --out that is a file)."""
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise SystemExit(f"gpu_probe: error: --out must be a folder (got the file {args.out})")
-    if args.ncu and args.variant:
-        raise SystemExit("gpu_probe: error: --ncu and --variant are separate runs (got both)")
 
 
 def device_peaks(backend, override=None):
@@ -141,6 +142,7 @@ def _runners():
 def run_probe(probe, sections: list[str], total: float, variants: list[str] | None = None) -> dict:
     """Run the sections (or the variant groups) within ``total`` seconds; returns {section: record}."""
     if variants is not None:
+        import gpu_variant_groups  # noqa: F401
         from gpu_variants import run_variants
 
         plan = {"variants": lambda p, b: run_variants(p, b, variants)}
@@ -199,7 +201,7 @@ def main(argv=None) -> int:
     if args.ncu:
         from gpu_variants import ncu_launches
 
-        ncu_launches(probe, args.section)
+        ncu_launches(probe, args.section, variants=bool(args.variant))
         return 0
     t0 = time.perf_counter()
     sections = run_probe(probe, args.section, args.budget, args.variant)

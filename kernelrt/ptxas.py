@@ -47,8 +47,11 @@ def ptxas_version() -> str | None:
     return lines[-1].strip() if lines else None
 
 
-def assemble(ptx: str) -> tuple[bytes, str]:
+def assemble(ptx: str, relocatable: bool = False) -> tuple[bytes, str]:
     """Assemble ``ptx`` for the target it names (``.target sm_90a``); returns (cubin, ptxas' log).
+
+    ``relocatable``: ``ptxas -c``, an object that still needs linking, for PTX that calls
+    externals such as the cooperative-groups runtime (``cudaCGSynchronize``, in cudadevrt).
 
     Raises:
         RuntimeError: ptxas is missing, the PTX names no target, or ptxas refused it.
@@ -62,7 +65,8 @@ def assemble(ptx: str) -> tuple[bytes, str]:
     with tempfile.TemporaryDirectory(prefix="kernelrt-ptxas-") as tmp:
         src, out = Path(tmp) / "kernel.ptx", Path(tmp) / "kernel.cubin"
         src.write_text(ptx)
-        run = subprocess.run([path, f"-arch={target.group(1)}", "-v", "-o", str(out), str(src)],
+        run = subprocess.run([path, f"-arch={target.group(1)}", "-v", *(["-c"] if relocatable else []), "-o", str(out),
+                              str(src)],
                              capture_output=True, text=True, check=False)
         if run.returncode:
             raise RuntimeError(f"ptxas refused the PTX for {target.group(1)}: {run.stderr.strip()[-1000:]}")

@@ -7,7 +7,7 @@
 The library uses only kernelrt's public API; importing this package imports nothing else.
 """
 
-__all__ = ["warm_specs"]
+__all__ = ["variant_specs", "warm_specs"]
 
 
 def warm_specs() -> dict:
@@ -24,3 +24,14 @@ def warm_specs() -> dict:
         for target, items in module.warm_specs().items():
             specs[target].extend(items)
     return specs
+
+
+def variant_specs() -> list:
+    """Every GPU kernel variant (``kernelrt.kernels.variants``) with the signature its driver launches it with.
+
+    Not in ``warm_specs``: the defaults are what runs unless a variant is chosen. The PTX
+    layer compiles these, and tools/kernel_resources.py lists their resources.
+    """
+    from . import laplacian, sfap
+
+    return sfap.variant_specs() + laplacian.variant_specs()

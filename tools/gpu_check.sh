@@ -6,6 +6,7 @@
 #   bash tools/gpu_check.sh deps probe               # sitting call 2 (~6-7 min)
 #   bash tools/gpu_check.sh deps ncu                 # sitting call 3 (~4-6 min)
 #   bash tools/gpu_check.sh deps bench               # a later sitting: the pytest-benchmark suites
+#   bash tools/gpu_check.sh deps variants            # the kernel variants side by side, then ncu on them
 #   bash tools/gpu_check.sh --help
 #
 # Steps (positional words, run in the order given; none given: deps tests demo):
@@ -18,6 +19,9 @@
 #   ncu    Nsight Compute on the named kernels of `gpu_probe.py --ncu` (GPU_PLAN §5.4), then the
 #          CSV views and a text summary -> $OUT/kernels.ncu-rep, ncu_raw.csv, ncu_summary.txt
 #   bench  kernelrt bench all --plot -> one tarball of this run's results in $OUT
+#   variants  python3 bench/gpu_probe.py --variant all (each kernel variant against its default,
+#          JSON and plot), then ncu on `--ncu --variant all`, defaults and variants
+#          -> $OUT/variants.ncu-rep, variants_raw.csv, variants_summary.txt
 #
 # Each step runs under `timeout` (STEP_TIMEOUT seconds, default 530), so a call of several
 # steps is bounded by the sum; a step that fails or times out is reported and the others run.
@@ -31,7 +35,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS_KNOWN=" deps tests demo probe ncu bench "
+STEPS_KNOWN=" deps tests demo probe ncu bench variants "
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 for s in "$@"; do
@@ -145,28 +149,41 @@ if want probe; then
   run_step probe - "$PY" bench/gpu_probe.py --budget "${PROBE_BUDGET:-330}" --out "$DEST" $QUICK
 fi
 
+# ncu_step NAME [probe args]: Nsight Compute on the kernels `gpu_probe.py --ncu [args]` launches,
+# then the CSV view and a text summary -> $DEST/NAME.ncu-rep, NAME_raw.csv, NAME_summary.txt
+ncu_step() {
+  local name=$1; shift
+  if ! command -v ncu >/dev/null; then fail "ncu: not installed"; return; fi
+  # numba mangles the names, so match on a regex (the variants' names extend the defaults')
+  K='sfap_columns|sfap_delay|sfap_response|sfap_muap|row_values|face_values_atomic|csr_matvec|csr_matmat|cheb_step|heat_step|sell_mat|sell_cheb'
+  M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
+  M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
+  M=$M,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem
+  M=$M,sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fp64.sum
+  M=$M,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+  M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+  M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,smsp__thread_inst_executed_per_inst_executed.ratio
+  run_step "$name" - ncu --target-processes all --clock-control none -k "regex:$K" --launch-count 40 \
+    --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$M" \
+    -o "$DEST/$name" --force-overwrite "$PY" bench/gpu_probe.py --ncu "$@"
+  if [ -f "$DEST/$name.ncu-rep" ]; then
+    ncu --import "$DEST/$name.ncu-rep" --csv --page raw > "$DEST/${name/kernels/ncu}_raw.csv" 2>>"$LOG" \
+      || fail "ncu --import raw"
+    "$PY" tools/ncu_summary.py "$DEST/${name/kernels/ncu}_raw.csv" 2>&1 | tee "$DEST/${name/kernels/ncu}_summary.txt" \
+      | tee -a "$LOG" || fail "ncu summary"
+  fi
+}
+
 if want ncu; then
   say "ncu: the named kernels of gpu_probe.py --ncu"
-  if ! command -v ncu >/dev/null; then fail "ncu: not installed"
-  else
-    # 9 kernels x 2 launches each; numba mangles the names, so match on a regex.
-    K='sfap_columns|sfap_delay|sfap_response|sfap_muap|row_values|face_values_atomic|csr_matvec|csr_matmat|cheb_step|heat_step'
-    M=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_bytes.sum
-    M=$M,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread
-    M=$M,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem
-    M=$M,sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fp64.sum
-    M=$M,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
-    M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
-    M=$M,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,smsp__thread_inst_executed_per_inst_executed.ratio
-    run_step ncu - ncu --target-processes all --clock-control none -k "regex:$K" --launch-count 20 \
-      --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis \
-      --section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$M" \
-      -o "$DEST/kernels" --force-overwrite "$PY" bench/gpu_probe.py --ncu
-    if [ -f "$DEST/kernels.ncu-rep" ]; then
-      ncu --import "$DEST/kernels.ncu-rep" --csv --page raw > "$DEST/ncu_raw.csv" 2>>"$LOG" || fail "ncu --import raw"
-      "$PY" tools/ncu_summary.py "$DEST/ncu_raw.csv" 2>&1 | tee "$DEST/ncu_summary.txt" | tee -a "$LOG" || fail "ncu summary"
-    fi
-  fi
+  ncu_step kernels
+fi
+
+if want variants; then
+  say "variants: bench/gpu_probe.py --variant all, then ncu on defaults and variants"
+  run_step variants - "$PY" bench/gpu_probe.py --variant all --budget "${PROBE_BUDGET:-330}" --out "$DEST" $QUICK
+  ncu_step variants --variant all
 fi
 
 if want bench; then

@@ -16,8 +16,11 @@ DADD/DMUL, global loads (LDG), shared loads (LDS), atomics and MUFU per kernel.
 The occupancy model (CUDA occupancy calculator rules, per SM): registers are allocated per warp
 in units of 256 (``ceil(regs * 32 / 256) * 256``) from 65,536; at most 64 resident warps and
 32 resident blocks; shared memory per block is the static amount plus 1 KiB the driver
-reserves, from 228 KiB (sm_90) or 164 KiB (sm_80). Dynamic shared memory is not known offline
-and is left out (the SFAP column kernel's is static). A GPU run checks these predictions
+reserves, from 228 KiB (sm_90) or 164 KiB (sm_80). Dynamic shared memory is not in the PTX: the
+one kernel that uses it, ``sfap_columns_tiled``, is counted with what it launches with at 25
+electrodes (``dynamic_smem``). Kernel variants (``kernelrt.kernels.variant_specs``) are listed
+too, marked as such. A kernel with a grid barrier is assembled with ``ptxas -c`` (the
+cooperative-groups runtime is linked by the driver). A GPU run checks these predictions
 against ncu's ``launch__occupancy_limit_*`` (docs/gpu_check.md).
 """
 
@@ -43,6 +46,9 @@ REG_UNIT = 256  # registers are allocated per warp in units of 256
 BLOCKS = {"sfap_columns": 256, "sfap_response": 256, "sfap_delay": 256, "sfap_muap": 256,  # kernels/sfap/run.py
           "csr_matmat": 128, "heat_step_block": 128, "cheb_step": 128}  # 2-D products: 128 in all
 DEFAULT_BLOCK = 128  # kernels/laplacian/placement.py BLOCK: every 1-D Laplacian kernel
+# Kernel variants (kernelrt.kernels.variants) at the shape they launch with in the target cases:
+# sfap_columns_tiled at 25 electrodes (16 x 8 threads, dynamic shared memory from columns_tiling).
+VARIANT_BLOCKS = {"sfap_columns_tiled": 128, "sfap_delay_staged": 128}
 # The kernels that carry the GPU's work: a spill in one of these is a regression (tests/runtime/test_kernel_resources.py).
 HOT = ("sfap_columns", "sfap_response", "row_values", "csr_matmat", "cheb_step", "heat_step_block", "csr_matvec")
 SASS_CLASSES = {"DFMA": r"DFMA", "DADD/DMUL": r"D(ADD|MUL)", "LDG": r"LDG", "LDS": r"LDS", "STG": r"STG",
@@ -120,48 +126,68 @@ def measure(kernel, signature: str, cc, workdir: Path) -> dict:
     # numba-cuda targets the arch-specific variant on Hopper (.target sm_90a): assemble names it
     arch = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M).group(1)
     try:
-        code, log = assemble(ptx)  # ptxas -v: the resource lines are its log
+        # ptxas -v: the resource lines are its log. A grid barrier calls cudadevrt's cudaCGSynchronize,
+        # which only the driver's link resolves: such kernels are assembled as relocatable objects.
+        code, log = assemble(ptx, relocatable="cudaCGSynchronize" in ptx)
     except RuntimeError as e:
         raise RuntimeError(f"{kernel.name} for sm_{cc[0]}{cc[1]}: {e}") from None
     cubin = workdir / f"{kernel.name}.sm{cc[0]}{cc[1]}.cubin"
     cubin.write_bytes(code)
     res = parse_ptxas(log)
-    threads = BLOCKS.get(kernel.name, DEFAULT_BLOCK)
+    threads = BLOCKS.get(kernel.name) or VARIANT_BLOCKS.get(kernel.name, DEFAULT_BLOCK)
+    dynamic = dynamic_smem(kernel.name)
     return {"kernel": kernel.name, "cc": f"{cc[0]}.{cc[1]}", "arch": arch, "signature": signature, **res,
-            "occupancy": occupancy(res["registers"], res["static_smem"], threads, cc),
+            "dynamic_smem": dynamic, "occupancy": occupancy(res["registers"], res["static_smem"] + dynamic, threads, cc),
             "sass": sass_mix(cubin)}
 
 
-def collect(ccs) -> list[dict]:
-    from kernelrt.kernels import warm_specs
+def dynamic_smem(name: str) -> int:
+    """The dynamic shared memory a kernel launches with in the target cases (0 for most)."""
+    if name == "sfap_columns_tiled":
+        from kernelrt.kernels.sfap.columns_tiled import columns_tiling
 
+        return columns_tiling(25)[2]
+    return 0
+
+
+def specs() -> list[tuple[object, str, str]]:
+    """(kernel, signature, role) of every built-in CUDA kernel: "default" (warm_specs) or "variant"."""
+    from kernelrt.kernels import variant_specs, warm_specs
+
+    return [(k, s, "default") for k, s in warm_specs()["cuda"]] + [(k, s, "variant") for k, s in variant_specs()]
+
+
+def collect(ccs) -> list[dict]:
     rows, seen = [], set()
     with tempfile.TemporaryDirectory() as tmp:
         for cc in ccs:
-            for kernel, signature in warm_specs()["cuda"]:
+            for kernel, signature, role in specs():
                 if (kernel.name, signature, cc) in seen:
                     continue
                 seen.add((kernel.name, signature, cc))
                 if kernel.min_cc is not None and tuple(cc) < tuple(kernel.min_cc):
                     continue
-                rows.append(measure(kernel, signature, cc, Path(tmp)))
+                rows.append({**measure(kernel, signature, cc, Path(tmp)), "role": role})
     return rows
 
 
 def markdown(rows: list[dict], ptxas_version: str) -> str:
     lines = ["# Built-in CUDA kernels: resources from ptxas (no GPU)", "",
              f"Generated by `python tools/kernel_resources.py --out bench/results/kernel-resources` with {ptxas_version}. "
-             "Occupancy is theoretical, at the block size the drivers launch with, from registers and static shared "
-             "memory (model in the tool's docstring). SASS counts are static instructions in the whole kernel, "
-             "not executed ones.", "",
+             "Occupancy is theoretical, at the block size the drivers launch with, from registers and shared "
+             "memory, static plus the dynamic amount a variant launches with (model in the tool's docstring). "
+             "Rows marked *variant* are kernels that await GPU timing (`kernelrt.kernels.variants`, docs/gpu.md). "
+             "SASS counts are static instructions in the whole kernel, not executed ones.", "",
              "| kernel | sm | signature | regs | spill st/ld (B) | stack (B) | smem (B) | threads | blocks/SM | "
              "occupancy | limited by | DFMA | DADD/DMUL | LDG | LDS | ATOM | MUFU |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         o, s = r["occupancy"], r["sass"] or {}
         sig = r["signature"] if len(r["signature"]) < 40 else r["signature"][:37] + "..."
-        lines.append(f"| {r['kernel']} | {r['cc'].replace('.', '')} | `{sig}` | {r['registers']} | "
-                     f"{r['spill_stores']}/{r['spill_loads']} | {r['stack_bytes']} | {r['static_smem']} | "
+        name = r["kernel"] + (" *(variant)*" if r.get("role") == "variant" else "")
+        smem = r["static_smem"] + r.get("dynamic_smem", 0)
+        lines.append(f"| {name} | {r['cc'].replace('.', '')} | `{sig}` | {r['registers']} | "
+                     f"{r['spill_stores']}/{r['spill_loads']} | {r['stack_bytes']} | {smem} | "
                      f"{o['threads']} | {o['blocks_per_sm']} | {o['occupancy']:.0%} | {o['limited_by']} | "
                      + " | ".join(str(s.get(k, "-")) for k in ("DFMA", "DADD/DMUL", "LDG", "LDS", "ATOM", "MUFU")) + " |")
     return "\n".join(lines) + "\n"

@@ -40,6 +40,7 @@ degenerate faces are dropped with a warning, or a log line with ``report="log"``
 from __future__ import annotations
 
 from .assembly import assembly_kernels
+from .assembly_nodiv import assembly_variant_kernels  # also registers row_values's "nodiv" variant
 from .chebyshev import chebyshev_kernels
 from ..tasks import TaskFailure
 from .cohort import CohortError, SubjectSpectrum, cohort_spectra
@@ -51,6 +52,8 @@ from .pattern import pattern_kernels
 from .eigen_report import EigenConvergenceError
 from .eigen import DisconnectedMeshError, Eigenpairs, eigenpairs
 from .spectral import hks, hks_batch, hks_times, shared_hks_times, wks, wks_params
+from .loops import loop_variant_kernels
+from .sell import sell_variant_kernels
 from .spmv import LaplacianOperator, heat_steps, laplacian_matvec, spmv_kernels
 from .topology import DeviceCSR, MeshTopology, cotan_laplacian
 
@@ -83,6 +86,7 @@ __all__ = [
     "icosphere",
     "noisy_icosphere",
     "mean_edge_length",
+    "variant_specs",
     "warm_specs",
 ]
 
@@ -106,3 +110,13 @@ def warm_specs(index_dtypes=("int32",)) -> dict:
         specs["cuda"] += assembly["cuda"] + spmv_kernels(itype) + chebyshev_kernels(itype)
     # kernels whose signature does not depend on the index width appear once
     return {target: list(dict.fromkeys(entries)) for target, entries in specs.items()}
+
+
+def variant_specs(index_dtypes=("int32",)) -> list:
+    """(kernel, signature) of each GPU kernel variant (``kernelrt.kernels.variants``): the branch-free
+    assembly, the SELL-32 products and the cooperative loops. Not in ``warm_specs``: compiled where
+    chosen, by the PTX layer and by tools/kernel_resources.py."""
+    out: list = []
+    for itype in index_dtypes:
+        out += assembly_variant_kernels(itype) + sell_variant_kernels(itype) + loop_variant_kernels(itype)
+    return list(dict.fromkeys(out))

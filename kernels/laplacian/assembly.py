@@ -9,12 +9,13 @@ Two variants fill the same CSR values (S, nnz), masses (S, N) and per-vertex fla
   off-diagonal sum in column order and the clamped mass (``row_terms``). No atomics on
   the values, so results are bitwise reproducible run to run; both ends of an edge
   evaluate the same expression, so L is bitwise symmetric. On the CPU the sums happen in
-  SpectralBrain's order.
+  SpectralBrain's order. ``row_values_nodiv`` (assembly_nodiv.py, the ``nodiv`` variant of
+  kernelrt.kernels.variants) gives the same bits with the face's corners selected, not branched on.
 * ``face_values_atomic`` (CUDA, fp64 atomics, cc >= 6.0): one thread per (face,
   subject), 12 atomic adds (Σ w to the diagonals instead of a row sum), then
   ``finish_mass`` clamps. Its CPU twin loops the faces in order.
 
-Per-face maths is exactly SpectralBrain 0.1.0's (``_drop_degenerate_faces`` and
+Per-face maths (``face_terms``, in face_terms.py with ``finish_row``) is exactly SpectralBrain 0.1.0's (``_drop_degenerate_faces`` and
 ``_cotangent_laplacian``; docs/laplacian.md): degenerate faces are masked to contribute 0.
 ``flags[s, i]`` = (degenerate faces whose corner 0 is i) + 2**32 * (i has no kept face),
 so one integer sum gives both counts for the warnings. That sum is taken inside the last
@@ -29,7 +30,6 @@ and flags word, so its outputs need no zeroing.
 
 from __future__ import annotations
 
-import math
 
 import numba
 import numpy as np
@@ -37,67 +37,14 @@ from numba import cuda
 
 import kernelrt
 
+from ..variants import variant as chosen_variant
+from .face_terms import ISOLATED, MASS_FLOOR, face_terms, finish_row
 from .placement import BLOCK, blocks
 
-__all__ = [
-    "face_terms", "row_terms", "count_block", "row_values", "face_values_atomic", "finish_mass", "Assembled",
-    "assemble_values", "new_counter", "assembly_kernels", "ISOLATED", "COUNTER_WORDS",
-]
+__all__ = ["face_terms", "row_terms", "count_block", "row_values", "face_values_atomic", "finish_mass", "Assembled",
+           "assemble_values", "new_counter", "assembly_kernels", "ROW_KERNELS", "ISOLATED", "COUNTER_WORDS"]
 
-ISOLATED = 4294967296  # 2**32: the isolated-vertex unit inside a flags word
 COUNTER_WORDS = 3  # a flag counter: [sum of the blocks so far, blocks done, the last launch's sum]
-MASS_FLOOR = 1e-20
-DEGENERATE_RTOL = 1e-12
-DBL_MAX = 1.7976931348623157e308
-
-
-# The face maths takes scalars, not arrays: a numba function that takes scalars is
-# callable from CPU kernels, CUDA device code and the CUDA simulator (whose fake device
-# arrays numba cannot unbox) alike.
-@numba.njit(inline="always")
-def face_terms(x0, y0, z0, x1, y1, z1, x2, y2, z2):
-    """(kept, dot0, dot1, dot2, 2·area) of the triangle p0 p1 p2; cot_c = dot_c / (2·area).
-
-    The division is left to the caller, which needs only two of the three cotangents
-    per corner visit; the quotient is the same number either way.
-    """
-    # e2 = v1 - v0, e0 = v2 - v1, e1 = v0 - v2 (SpectralBrain's names)
-    ax = x1 - x0
-    ay = y1 - y0
-    az = z1 - z0
-    ux = x2 - x1
-    uy = y2 - y1
-    uz = z2 - z1
-    wx = x0 - x2
-    wy = y0 - y2
-    wz = z0 - z2
-    # Degeneracy test on |(v1 - v0) x (v2 - v0)|, a different cross than the area below,
-    # exactly as SpectralBrain writes it.
-    bx = x2 - x0
-    by = y2 - y0
-    bz = z2 - z0
-    cx = ay * bz - az * by
-    cy = az * bx - ax * bz
-    cz = ax * by - ay * bx
-    dd = math.sqrt(cx * cx + cy * cy + cz * cz)
-    lmax = ax * ax + ay * ay + az * az
-    l12 = ux * ux + uy * uy + uz * uz
-    l20 = wx * wx + wy * wy + wz * wz
-    if l12 > lmax:
-        lmax = l12
-    if l20 > lmax:
-        lmax = l20
-    kept = dd > DEGENERATE_RTOL * lmax and dd <= DBL_MAX  # False for NaN too
-    k0 = uy * wz - uz * wy
-    k1 = uz * wx - ux * wz
-    k2 = ux * wy - uy * wx
-    area2 = math.sqrt(k0 * k0 + k1 * k1 + k2 * k2)
-    if not (kept and area2 > 0.0):  # never divide by zero later (the simulator would raise)
-        return False, 0.0, 0.0, 0.0, 0.0
-    dot0 = (-wx) * ax + (-wy) * ay + (-wz) * az  # <-e1, e2>: angle at p0
-    dot1 = (-ax) * ux + (-ay) * uy + (-az) * uz  # <-e2, e0>: angle at p1
-    dot2 = (-ux) * wx + (-uy) * wy + (-uz) * wz  # <-e0, e1>: angle at p2
-    return True, dot0, dot1, dot2, area2
 
 
 @kernelrt.device
@@ -143,12 +90,7 @@ def row_terms(i, s, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals,
             m += area2 / 2.0 / 3.0
         elif c == 0:
             bad += 1
-    acc = 0.0
-    for q in range(r0, r1):  # the diagonal slot still holds 0.0 here
-        acc += vals[s, q]
-    vals[s, diag_slot[i]] = -acc
-    mass[s, i] = m if m > MASS_FLOOR else MASS_FLOOR
-    return bad + ISOLATED if m <= 0.0 else bad
+    return finish_row(i, s, r0, r1, diag_slot, vals, mass, m, bad)
 
 
 @cuda.jit(device=True)
@@ -186,6 +128,11 @@ def row_values(V, inc_nbr, indptr, inc_ptr, inc, inc_slot, diag_slot, vals, mass
     count_block(word, count)  # every thread gets here: no early return above
 
 
+# The row kernel of each ``row_values`` variant (kernelrt.kernels.variants). assembly_nodiv
+# adds its own when imported: it imports this module, so this module cannot import it.
+ROW_KERNELS = {"branchy": row_values}
+
+
 # inlined at numba IR level on the CPU (a call per row costs); numba-cuda refuses that
 # inlining of a register_jitable function, and NVVM inlines it anyway
 _row_terms_cpu = numba.njit(inline="always")(row_terms)
@@ -218,9 +165,7 @@ def _row_values_cpu(grid, block, V, inc_nbr, indptr, inc_ptr, inc, inc_slot, dia
 def face_values_atomic(V, faces, face_slots, vals, mass, flags):
     f, s = cuda.grid(2)
     if f < faces.shape[0] and s < vals.shape[0]:
-        i0 = faces[f, 0]
-        i1 = faces[f, 1]
-        i2 = faces[f, 2]
+        i0, i1, i2 = faces[f, 0], faces[f, 1], faces[f, 2]
         if i0 == i1 or i1 == i2 or i2 == i0:
             return  # repeating faces are counted by the topology
         kept, dot0, dot1, dot2, area2 = face_terms(
@@ -230,9 +175,7 @@ def face_values_atomic(V, faces, face_slots, vals, mass, flags):
         if not kept:
             cuda.atomic.add(flags, (s, i0), 1)
             return
-        w0 = (dot0 / area2) * 0.5
-        w1 = (dot1 / area2) * 0.5
-        w2 = (dot2 / area2) * 0.5
+        w0, w1, w2 = (dot0 / area2) * 0.5, (dot1 / area2) * 0.5, (dot2 / area2) * 0.5
         cuda.atomic.add(vals, (s, face_slots[f, 0]), w1 + w2)
         cuda.atomic.add(vals, (s, face_slots[f, 1]), -w2)
         cuda.atomic.add(vals, (s, face_slots[f, 2]), -w1)
@@ -255,9 +198,7 @@ def _face_values_atomic_cpu(grid, block, V, faces, face_slots, vals, mass, flags
     n_subj = min(vals.shape[0], grid[1] * block[1])
     for s in numba.prange(n_subj):
         for f in range(n_faces):
-            i0 = faces[f, 0]
-            i1 = faces[f, 1]
-            i2 = faces[f, 2]
+            i0, i1, i2 = faces[f, 0], faces[f, 1], faces[f, 2]
             if i0 == i1 or i1 == i2 or i2 == i0:
                 continue
             kept, dot0, dot1, dot2, area2 = face_terms(
@@ -267,9 +208,7 @@ def _face_values_atomic_cpu(grid, block, V, faces, face_slots, vals, mass, flags
             if not kept:
                 flags[s, i0] += 1
                 continue
-            w0 = (dot0 / area2) * 0.5
-            w1 = (dot1 / area2) * 0.5
-            w2 = (dot2 / area2) * 0.5
+            w0, w1, w2 = (dot0 / area2) * 0.5, (dot1 / area2) * 0.5, (dot2 / area2) * 0.5
             vals[s, face_slots[f, 0]] += w1 + w2
             vals[s, face_slots[f, 1]] += -w2
             vals[s, face_slots[f, 2]] += -w1
@@ -329,8 +268,7 @@ class Assembled:
 
     def __init__(self, backend, vals, mass, flags, count):
         self.vals, self.mass, self.flags, self.count = vals, mass, flags, count
-        self._backend = backend
-        self._total = None
+        self._backend, self._total = backend, None
 
     def counts(self) -> tuple[int, int]:
         """``(n_degenerate, n_isolated)`` summed over the subjects."""
@@ -369,9 +307,13 @@ def assemble_values(backend, tables, V3, variant: str = "deterministic", pool=No
         vals = scratch.vals[:S] if own else empty((S, nnz), np.float64)
         mass = scratch.mass[:S] if own else empty((S, N), np.float64)
         flags = scratch.flags[:S] if scratch is not None else empty((S, N), np.int64)
+        rows = chosen_variant("row_values")
+        if rows not in ROW_KERNELS:
+            raise RuntimeError(f"row_values variant {rows!r} is not loaded: import {__package__}.assembly_{rows}")
         backend.launch_kernel(
-            row_values, (blocks(N), S), (BLOCK, 1), V3, tables["inc_nbr"], tables["indptr"], tables["inc_ptr"],
-            tables["inc"], tables["inc_slot"], tables["diag_slot"], vals, mass, flags, count, stream=stream,
+            ROW_KERNELS[rows], (blocks(N), S), (BLOCK, 1), V3, tables["inc_nbr"], tables["indptr"],
+            tables["inc_ptr"], tables["inc"], tables["inc_slot"], tables["diag_slot"], vals, mass, flags, count,
+            stream=stream,
         )
     elif variant == "atomic":
         vals = zeros((S, nnz), np.float64)

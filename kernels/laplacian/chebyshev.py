@@ -44,8 +44,11 @@ from threadpoolctl import threadpool_limits
 import kernelrt
 
 from .eigen_report import EigenConvergenceError
+from ..variants import variant
+from .loops import chebyshev_filter_cooperative
 from .placement import cupy_or_none
-from .spmv import LaplacianOperator, _csr_parts, _geometry, _to_host, csr_matmat, csr_row_dot, csr_row_into
+from .csr_rows import _geometry, csr_row_dot, csr_row_into
+from .spmv import LaplacianOperator, _csr_parts, _to_host, csr_matmat
 from .subspace import orthonormalize, start_block, subspace_kernels
 
 __all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels"]
@@ -147,7 +150,9 @@ class _Steps:
 
 
 class _Block:
-    """Where the block lives (numpy, simulator device array or CuPy) and where its dense algebra runs."""
+    """Where the block lives (numpy, simulator device array or CuPy) and where its dense algebra runs.
+
+    ``op`` keeps L's row order (built without ``order=``), so its kernels run on the block as is."""
 
     PHASES = ("setup", "start", "filter", "qr", "rayleigh_ritz", "eigh")
 
@@ -194,7 +199,7 @@ class _Block:
         """A @ y (one SpMM)."""
         x = self.to_kernel(y)
         out, (grid, blk) = self.empty(x.shape), self.geometry(x.shape)
-        self.be.launch_kernel(csr_matmat, grid, blk, self.op.data, self.op.indices, self.op.indptr, x, out)
+        self.be.launch_kernel(self.op.kernel_for(csr_matmat), grid, blk, *self.op.sparse, x, out)
         self.products += x.shape[1]
         return self.to_dense(out)
 
@@ -204,11 +209,14 @@ class _Block:
         One ``cheb_step`` per degree through one prepared launch re-bound per step (``_Steps``):
         the checks, overload and views are resolved once, not per degree; same launches, same bits.
         """
+        if variant("loops") == "cooperative":  # every degree in one persistent launch (loops.py)
+            self.products += degree * y.shape[1]
+            return chebyshev_filter_cooperative(self, y, degree, a, b)
         e, c = (b - a) / 2.0, (b + a) / 2.0
         sigma = sigma1 = e / (0.0 - c)
         x = self.to_kernel(y)  # may be the caller's array: read, never written
         yk, zk, (grid, blk) = self.empty(x.shape), self.empty(x.shape), self.geometry(x.shape)
-        step = _Steps(self.be, cheb_step, grid, blk, self.op.data, self.op.indices, self.op.indptr)
+        step = _Steps(self.be, self.op.kernel_for(cheb_step), grid, blk, *self.op.sparse)
         step(sigma1 / e, c, 0.0, x, x, yk)
         for i in range(degree - 1):
             s_new = 1.0 / (2.0 / sigma1 - sigma)

@@ -168,7 +168,8 @@ def eigenpairs(
         k: number of eigenpairs, 1 <= k < N.
         backend: decides the "auto" method.
         method: "auto" (dense on a CUDA backend with CuPy for N <= dense_max, Chebyshev on
-            one beyond, Cholesky on the CPU), "cholesky", "shift-invert", "dense" or
+            one beyond; elsewhere, a CUDA backend without CuPy included, dense for
+            N <= 2,000 and Cholesky beyond), "cholesky", "shift-invert", "dense" or
             "chebyshev" (see the module docstring).
         sigma: the shift (< 0) of "cholesky" (default ``default_sigma(m)``) and
             "shift-invert" (default SpectralBrain's -0.01).
@@ -270,14 +271,13 @@ def eigenpairs(
 def _choose(method: str, be, n: int, dense_max: int) -> str:
     if method != "auto":
         return method
-    if be.name != "cuda":
-        # a small mesh's dense eigh takes well under a second, and Krylov needs room
-        return "dense" if n <= DENSE_CPU_MAX else "cholesky"
-    if cupy_or_none(be) is None:
-        logger.warning("eigenpairs: CuPy is not installed (install it with %s); using the CPU Cholesky route",
+    if be.name == "cuda" and cupy_or_none(be) is not None:
+        return "dense" if n <= dense_max else "chebyshev"
+    if be.name == "cuda":
+        logger.warning("eigenpairs: CuPy is not installed (install it with %s); using the CPU routes",
                        be.availability(be.device_id).install_command)
-        return "cholesky"
-    return "dense" if n <= dense_max else "chebyshev"
+    # a small mesh's dense eigh takes well under a second, and Krylov needs room
+    return "dense" if n <= DENSE_CPU_MAX else "cholesky"
 
 
 def _shift_invert(L, m, k, sigma, which, tol, maxiter):

@@ -7,7 +7,8 @@ the GPU, so a warp reads consecutive columns of X when k >= 32; their CPU twins 
 each row as axpys over the k columns, which vectorise.
 
 Each output element is one thread's sum over its row in column order, so results are
-deterministic and equal on every launch geometry.
+deterministic and equal on every launch geometry. ``layout="sell"`` (or the ``sparse``
+variant) stores L as SELL-32 on a GPU for coalesced loads, with the same bits (sell.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from numba import cuda
 import kernelrt
 
 from .inputs import mass_vector
+from .loops import heat_steps_cooperative
+from ..variants import variant
+from .csr_rows import MAX_GRID_Y, _geometry, csr_row_dot, csr_row_into
 from .placement import BLOCK, blocks
+from .sell import SELL_OF, SellMatrix, resolve_layout
 
 __all__ = [
     "csr_row_dot",
@@ -56,37 +61,6 @@ def heat_step(r, data, indices, indptr, mass, tau, u, out):
         out[r] = u[r] - tau * (acc / mass[r])
 
 
-@kernelrt.device
-def csr_row_dot(data, indices, indptr, X, r, q):
-    """``(L X)[r, q]``: the sum over row r's stored entries, in their order.
-
-    The one sum of every 2-D product kernel on the GPU (products, heat steps, the
-    Chebyshev filter), and the order ``csr_row_into`` keeps on the CPU: all give the
-    same bits.
-    """
-    acc = 0.0
-    for s in range(indptr[r], indptr[r + 1]):
-        acc += data[s] * X[indices[s], q]
-    return acc
-
-
-@numba.njit(inline="always")
-def csr_row_into(out, r, data, indices, indptr, X):
-    """``out[r, :] = (L X)[r, :]`` as row-wise axpys over the k columns, which vectorise.
-
-    Each ``out[r, q]`` is still summed over s in ``csr_row_dot``'s order, so the CPU
-    twins give the GPU kernels' bits.
-    """
-    k = out.shape[1]
-    for q in range(k):
-        out[r, q] = 0.0
-    for s in range(indptr[r], indptr[r + 1]):
-        v = data[s]
-        c = indices[s]
-        for q in range(k):
-            out[r, q] += v * X[c, q]
-
-
 @kernelrt.cuda_kernel
 def csr_matmat(data, indices, indptr, X, Y):
     # Columns on x (a warp reads one row of X), rows on y with a grid-stride loop: the
@@ -118,18 +92,6 @@ def _heat_step_block_cpu(grid, block, data, indices, indptr, mass, tau, U, out):
         csr_row_into(out, r, data, indices, indptr, U)
         for q in range(k):
             out[r, q] = U[r, q] - tau * (out[r, q] / mass[r])
-
-
-MAX_GRID_Y = 65535  # CUDA's limit on grid.y; the kernels loop over the rows beyond it
-
-
-def _geometry(n_rows: int, k: int):
-    """(grid, block) for the 2-D (column, row) index space, 128 threads per block."""
-    bx = 1
-    while bx < k and bx < 32:
-        bx *= 2
-    by = 128 // bx
-    return (blocks(k, bx), min(blocks(n_rows, by), MAX_GRID_Y)), (bx, by)
 
 
 def _csr_parts(L):
@@ -168,14 +130,25 @@ class LaplacianOperator:
         m: optional lumped mass, needed by ``heat_steps``: an (N,) vector, an (N, 1) column
             or a diagonal sparse matrix (SpectralBrain's ``M``).
         backend: kernelrt backend, kind string, or None (auto).
+        layout: "csr", "sell" (SELL-32, sell.py: built here once, the same bits), or None: the
+            ``sparse`` variant in force (``kernelrt.kernels.variants``).
+        order: None, or "rcm" with "sell": rows and columns renumbered by reverse Cuthill-McKee
+            inside the operator (the same bits; two gathers per product: for X beyond L2).
     """
 
-    def __init__(self, L: Any, m: Any = None, backend: str | kernelrt.Backend | None = None) -> None:
+    def __init__(self, L: Any, m: Any = None, backend: str | kernelrt.Backend | None = None, *,
+                 layout: str | None = None, order: str | None = None) -> None:
         self.backend = be = kernelrt.get_backend(backend)
+        self.layout = resolve_layout(layout, order)
         data, indices, indptr, shape = _csr_parts(L)
         if len(shape) != 2 or shape[0] != shape[1]:
             raise ValueError(f"L must be a square matrix (got shape {tuple(shape)})")
         self.shape = (int(shape[0]), int(shape[1]))
+        # The CPU keeps CSR for "sell": no coalescing to gain, and its CSR twins are fast already
+        # (the same bits). On a GPU the SELL copy is built on the host from CSR, once.
+        self.sell = None
+        if self.layout == "sell" and be.name != "cpu":
+            self.sell = SellMatrix.from_csr(*(_to_host(a) for a in (data, indices, indptr)), order=order).to_backend(be)
         if be.name == "cuda" and be.is_device_array(data):
             itype = np.dtype(indptr.dtype)
             parts = (data, indices, indptr)
@@ -202,6 +175,23 @@ class LaplacianOperator:
     def nnz(self) -> int:
         """Stored entries of L."""
         return int(self.data.shape[0])
+
+    @property
+    def sparse(self) -> tuple:
+        """The matrix arrays the product kernels take: CSR's (data, indices, indptr) or ``SellMatrix.args``."""
+        return (self.data, self.indices, self.indptr) if self.sell is None else self.sell.args
+
+    def kernel_for(self, csr_kernel: kernelrt.Kernel) -> kernelrt.Kernel:
+        """``csr_kernel`` (spmv.py's or ``cheb_step``), or its SELL counterpart when the operator holds SELL."""
+        return csr_kernel if self.sell is None else SELL_OF[csr_kernel.name]
+
+    def to_storage(self, x: Any) -> Any:
+        """x on the backend in the rows' stored order (RCM's; x itself in the natural order)."""
+        return x if self.sell is None else self.sell.to_storage(self.backend, x)
+
+    def from_storage(self, y: Any) -> Any:
+        """``to_storage`` undone."""
+        return y if self.sell is None else self.sell.from_storage(self.backend, y)
 
     def _on_backend(self, a):
         """float64 C-contiguous array on the backend (CUDA device arrays are used as given)."""
@@ -234,11 +224,11 @@ class LaplacianOperator:
         be = self.backend
         y = be.allocate((self.shape[0],) + tuple(x.shape[1:]), np.float64)
         if x.ndim == 1:
-            be.launch_kernel(csr_matvec, blocks(self.shape[0]), BLOCK, self.data, self.indices, self.indptr, x, y)
+            kernel, (grid, block) = csr_matvec, (blocks(self.shape[0]), BLOCK)
         else:
-            grid, block = _geometry(self.shape[0], x.shape[1])
-            be.launch_kernel(csr_matmat, grid, block, self.data, self.indices, self.indptr, x, y)
-        return self._result(y, on_host)
+            kernel, (grid, block) = csr_matmat, _geometry(self.shape[0], x.shape[1])
+        be.launch_kernel(self.kernel_for(kernel), grid, block, *self.sparse, self.to_storage(x), y)
+        return self._result(self.from_storage(y), on_host)
 
     matmat = matvec
 
@@ -252,6 +242,8 @@ class LaplacianOperator:
         """
         if self.mass is None:
             raise ValueError("heat_steps needs the mass: build the operator with m=...")
+        if variant("loops") == "cooperative":  # one persistent launch for every step (loops.py)
+            return heat_steps_cooperative(self, u0, tau, n_steps)
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 0:
             raise ValueError(f"n_steps must be an int >= 0 (got {n_steps!r})")
         tau = float(tau)
@@ -266,7 +258,7 @@ class LaplacianOperator:
             (grid, block), kernel = _geometry(self.shape[0], u.shape[1]), heat_step_block
         if n_steps == 0:  # still a new array, never the caller's
             return self._result(u.copy() if be.name == "cpu" else be.to_device(be.to_host(u)), on_host)
-        ops = (self.data, self.indices, self.indptr, self.mass, tau)
+        ops, kernel, u = (*self.sparse, self.to_storage(self.mass), tau), self.kernel_for(kernel), self.to_storage(u)
         # Step s writes bufs[s % 2]: step 0 reads u, then the pair (bufs[0] -> bufs[1], bufs[1] ->
         # bufs[0]) repeats, prepared once and run as a sequence (a CUDA graph replayed where the
         # backend can, else a loop of prepared launches): the same launches as one per step.
@@ -277,7 +269,7 @@ class LaplacianOperator:
             be.sequence(pair).run(rest // 2)
             if rest % 2:
                 pair[0]()
-        return self._result(bufs[(int(n_steps) - 1) % 2], on_host)
+        return self._result(self.from_storage(bufs[(int(n_steps) - 1) % 2]), on_host)
 
 
 def laplacian_matvec(L: Any, x: Any, backend: str | kernelrt.Backend | None = None) -> Any:

@@ -9,6 +9,7 @@
 - ``prep``: host preparation, bit-exact in float64 and vectorised across fibres
   (grids, masks, mirror map); ``tables`` its data, ``bounds`` its exact interval searches.
 - ``kernels``: the electrode responses h and the fused current-density contraction.
+- ``columns_tiled``: the contraction's register-tiled GPU variant (``kernelrt.kernels.variants``).
 - ``cpu_math``: the vectorisable e^{-x} of the CPU twin.
 - ``delay``: the NMJ delay and the MUAP sum.
 - ``run``: the launch sequence (batches sized to free memory, kernels, delay; on a
@@ -27,12 +28,14 @@ from __future__ import annotations
 
 from ..tasks import FailedTasks, TaskFailure
 from .compute import SfapResult, compute_sfaps
-from .delay import sfap_delay, sfap_muap
+from .delay import DELAY_SIGNATURE, delay_variant_kernels, sfap_delay, sfap_muap
+from .columns_tiled import sfap_columns_tiled
 from .kernels import sfap_columns, sfap_response
 from .many import compute_many
 from .run import HOST_BUDGET_BYTES
 
-__all__ = ["HOST_BUDGET_BYTES", "FailedTasks", "SfapResult", "TaskFailure", "compute_many", "compute_sfaps", "warm_specs"]
+__all__ = ["HOST_BUDGET_BYTES", "FailedTasks", "SfapResult", "TaskFailure", "compute_many", "compute_sfaps", "variant_specs",
+           "warm_specs"]
 
 _SIG_RESPONSE = "float64[:, ::1], float64[:, ::1], float64[::1], int64[::1], float64[:, :, ::1]"
 # On the CPU the response kernel writes through a transposed view (run.launch_response).
@@ -41,7 +44,6 @@ _SIG_COLUMNS = (
     "float64[:, ::1], float64[:, ::1], float64[:, :, ::1], int64[:, ::1], float64[:, ::1], "
     "int64[:, :, ::1], float64[:, :, ::1], int64"
 )
-_SIG_DELAY = "float64[:, :, ::1], float64[:, ::1], int64[::1], float64[:, :, ::1]"
 _SIG_MUAP = "float64[:, :, ::1], float64[:, ::1]"
 
 
@@ -54,6 +56,13 @@ def warm_specs() -> dict:
     """
     return {
         "cpu": [(sfap_response, _SIG_RESPONSE_CPU), (sfap_columns, _SIG_COLUMNS)],
-        "cuda": [(sfap_response, _SIG_RESPONSE), (sfap_columns, _SIG_COLUMNS), (sfap_delay, _SIG_DELAY),
+        "cuda": [(sfap_response, _SIG_RESPONSE), (sfap_columns, _SIG_COLUMNS), (sfap_delay, DELAY_SIGNATURE),
                  (sfap_muap, _SIG_MUAP)],
     }
+
+
+def variant_specs() -> list:
+    """(kernel, signature) of each GPU kernel variant (``kernelrt.kernels.variants``), not in ``warm_specs``:
+    the defaults are what the drivers launch; these are compiled where chosen, by the PTX layer and
+    by tools/kernel_resources.py."""
+    return [(sfap_columns_tiled, _SIG_COLUMNS + ", int64"), *delay_variant_kernels()]

@@ -82,6 +82,40 @@ def fibre_params(ipar, fpar, fb):
             ipar[fb, I_ELO], ipar[fb, I_EHI], sigma, fpar[fb, F_ZETA], fpar[fb, F_DELTA], fpar[fb, F_SCALE])
 
 
+@kernelrt.device
+def tile_rows(rows, fb, k0, tk, nt):
+    """(lo, hi): the rows any of samples k0 .. k0 + tk - 1 (below nt) of fibre ``fb`` needs; lo > hi if none."""
+    lo = _NO_ROW
+    hi = -1
+    for t in range(tk):
+        kk = k0 + t
+        if kk < nt and rows[fb, kk, 0] <= rows[fb, kk, 1]:
+            lo = min(lo, rows[fb, kk, 0])
+            hi = max(hi, rows[fb, kk, 1])
+    return lo, hi
+
+
+@kernelrt.device
+def psi_at(z, fb, j, a_lo, a_hi, sigma, zeta, vtk):
+    """ψ at row j of fibre ``fb`` for the sample whose v t is ``vtk``: evaluated only where
+    the long-side mask A needs it (rows a_lo .. a_hi + 1) and x > 0, so exp runs only there."""
+    p = 0.0
+    if j >= a_lo and j <= a_hi + 1:
+        x = -2.0 * (sigma * (z[fb, j] - zeta) - vtk)
+        if x > 0.0:
+            p = -4.0 * sigma * ((D1 * (3.0 * (x * x) - x * x * x)) * math.exp(-x))
+    return p
+
+
+@kernelrt.device
+def current_at(j, lam, mir, e_lo, e_hi, sigma, scale):
+    """I = c E σ(Λ - S) at row j from Λ and the mirrored Λ (0 on the end-plate rows E)."""
+    c = 0.0
+    if j < e_lo or j > e_hi:
+        c = scale * (sigma * (lam - mir))
+    return c
+
+
 @kernelrt.kernel(ndim=2)
 def sfap_response(i, fb, z, kr2, ze, nz, h):
     """h[fb, j, e] = C / sqrt(κ r² + (z_j - Z_e)²) for j < nz[fb]; i runs over (j, e)."""
@@ -115,14 +149,7 @@ def sfap_columns(z, vt, h, ipar, fpar, rows, out, f0):
     ne = out.shape[1]
     a_lo, a_hi, s_lo, s_hi, mb, e_lo, e_hi, sigma, zeta, delta, scale = fibre_params(ipar, fpar, fb)
 
-    # The rows any sample of this tile needs (every thread computes the same bounds).
-    lo = _NO_ROW
-    hi = -1
-    for t in range(TK):
-        kk = k0 + t
-        if kk < nt and rows[fb, kk, 0] <= rows[fb, kk, 1]:
-            lo = min(lo, rows[fb, kk, 0])
-            hi = max(hi, rows[fb, kk, 1])
+    lo, hi = tile_rows(rows, fb, k0, TK, nt)  # every thread computes the same bounds
 
     acc = 0.0
     jc = lo
@@ -138,16 +165,9 @@ def sfap_columns(z, vt, h, ipar, fpar, rows, out, f0):
             pm = 0.0
             if kk < nt:
                 vtk = vt[fb, kk]
-                j = jc + r
-                if j >= a_lo and j <= a_hi + 1:
-                    x = -2.0 * (sigma * (z[fb, j] - zeta) - vtk)
-                    if x > 0.0:
-                        pd = -4.0 * sigma * ((D1 * (3.0 * (x * x) - x * x * x)) * math.exp(-x))
-                m = mlo + r
-                if mirror and m >= a_lo and m <= a_hi + 1:
-                    x = -2.0 * (sigma * (z[fb, m] - zeta) - vtk)
-                    if x > 0.0:
-                        pm = -4.0 * sigma * ((D1 * (3.0 * (x * x) - x * x * x)) * math.exp(-x))
+                pd = psi_at(z, fb, jc + r, a_lo, a_hi, sigma, zeta, vtk)
+                if mirror:
+                    pm = psi_at(z, fb, mlo + r, a_lo, a_hi, sigma, zeta, vtk)
             psd[t, r] = pd
             psm[t, r] = pm
         cuda.syncthreads()
@@ -165,10 +185,7 @@ def sfap_columns(z, vt, h, ipar, fpar, rows, out, f0):
                 if m >= a_lo and m <= a_hi:
                     q = m - mlo
                     mir = (psm[t, q + 1] - psm[t, q]) / delta
-            c = 0.0
-            if j < e_lo or j > e_hi:
-                c = scale * (sigma * (lam - mir))
-            cur[t, r] = c
+            cur[t, r] = current_at(j, lam, mir, e_lo, e_hi, sigma, scale)
         cuda.syncthreads()
         # 3. This thread's output (sample ty, electrode e), rows in ascending order.
         if e < ne:
@@ -206,12 +223,7 @@ def _columns_cpu(grid, block, z, vt, h, ipar, fpar, rows, out, f0):
         for tile in range(tile_lo, tile_hi):
             k0 = tile * CTK
             nk = min(CTK, nt - k0)
-            lo = _NO_ROW
-            hi = -1
-            for t in range(nk):
-                if rows[fb, k0 + t, 0] <= rows[fb, k0 + t, 1]:
-                    lo = min(lo, rows[fb, k0 + t, 0])
-                    hi = max(hi, rows[fb, k0 + t, 1])
+            lo, hi = tile_rows(rows, fb, k0, nk, nt)
             acc[:, :] = 0.0  # stays 0 for tiles with no rows
             if lo <= hi:
                 # Λ is needed at the direct rows [lo, hi] ∩ A and at the mirror rows of

@@ -25,7 +25,9 @@ import numpy as np
 
 import kernelrt
 
-from .delay import delay_fft, dirichlet_table, sfap_delay, sfap_muap
+from .delay import DELAY_BLOCK, delay_fft, dirichlet_table, launch_delay, sfap_muap
+from ..variants import variant as chosen_variant
+from .columns_tiled import RE, TR, columns_tiling, sfap_columns_tiled
 from .kernels import COLUMNS_BLOCK, TK, TPB_E, sfap_columns, sfap_response
 from .prep import I_NZ, N_FPAR, N_IPAR, FibreTables, UnitPlan, plan_tables
 
@@ -45,7 +47,6 @@ __all__ = [
 ]
 
 RESPONSE_BLOCK = (256, 1, 1)
-DELAY_BLOCK = (64, 4, 1)
 MUAP_BLOCK = (32, 8, 1)
 _MAX_GRID_Y = 65535  # fibres per batch are the grid's y extent
 
@@ -155,11 +156,20 @@ def launch_response(backend, batch: dict, ze, h) -> None:
     backend.launch_kernel(sfap_response, grid, RESPONSE_BLOCK, batch["z"], batch["kr2"], ze, batch["nz"], view)
 
 
-def launch_columns(backend, batch: dict, h, raw) -> None:
-    """The batch's raw SFAPs, written into raw[:, :, f0:f0 + count]."""
+def launch_columns(backend, batch: dict, h, raw, variant: str | None = None) -> None:
+    """The batch's raw SFAPs, written into raw[:, :, f0:f0 + count].
+
+    ``variant``: "rows" (``sfap_columns``) or "tiled" (``sfap_columns_tiled``, GPU only:
+    the CPU runs its own twin either way); None: ``variants.variant("sfap_columns")``.
+    """
     nt, ne = raw.shape[0], raw.shape[1]
-    grid = (_ceil_div(nt, TK), batch["count"], _ceil_div(ne, TPB_E))
     args = (batch["z"], batch["vt"], h, batch["ipar"], batch["fpar"], batch["rows"], raw, batch["f0"])
+    if chosen_variant("sfap_columns", variant) == "tiled" and backend.name != "cpu":
+        block, rc, smem = columns_tiling(ne)
+        grid = (_ceil_div(nt, TR * block[1]), batch["count"], _ceil_div(ne, RE * block[0]))
+        backend.launch_kernel(sfap_columns_tiled, grid, block, *args, rc, shared_mem=smem)
+        return
+    grid = (_ceil_div(nt, TK), batch["count"], _ceil_div(ne, TPB_E))
     backend.launch_kernel(sfap_columns, grid, COLUMNS_BLOCK, *args)
 
 
@@ -209,8 +219,7 @@ def run_plan(backend, unit: UnitPlan, ze: np.ndarray, *, keep_raw: bool = True, 
 def _delay_on_device(backend, raw, table, shifts):
     nt, ne, nf = raw.shape
     sfaps = backend.allocate((nt, ne, nf), np.float64)
-    grid = (_ceil_div(nt, DELAY_BLOCK[0]), _ceil_div(ne, DELAY_BLOCK[1]), nf)
-    backend.launch_kernel(sfap_delay, grid, DELAY_BLOCK, raw, table, shifts, sfaps)
+    launch_delay(backend, raw, table, shifts, sfaps)
     muap = backend.allocate((nt, ne), np.float64)
     grid = (_ceil_div(ne, MUAP_BLOCK[0]), _ceil_div(nt, MUAP_BLOCK[1]), 1)
     backend.launch_kernel(sfap_muap, grid, MUAP_BLOCK, sfaps, muap)

@@ -8,6 +8,7 @@ summary is checked on a CSV in the raw page's format (header row, units row, one
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -33,7 +34,7 @@ def _run(*args, env=None, timeout=120):
 def test_help_lists_every_step():
     out = _run("--help")
     assert out.returncode == 0
-    for step in ("deps", "tests", "demo", "probe", "ncu", "bench"):
+    for step in ("deps", "tests", "demo", "probe", "ncu", "bench", "variants"):
         assert f"  {step} " in out.stdout
 
 
@@ -55,6 +56,19 @@ def test_dry_run_deps_installs_this_checkout_and_writes_only_to_out(tmp_path):
     assert sorted(p.name for p in out_dir.iterdir()) == ["gpu-check.log"]
     again = _run("deps", env=env, timeout=300)  # a second call of the same sitting reuses the install
     assert "already installed" in again.stdout
+
+
+def test_dry_run_variants_times_every_pair_and_says_when_ncu_is_missing(tmp_path):
+    out_dir = tmp_path / "out"
+    env = {"OUT": str(out_dir), "KERNELRT_SITE": str(tmp_path / "site"), "GPU_CHECK_ALLOW_CPU": "1",
+           "GPU_CHECK_QUICK": "1", "PYTHON": sys.executable, "KERNELRT_CACHE_DIR": str(tmp_path / "cache"),
+           "PATH": "/usr/bin:/bin"}  # no ncu on this PATH, whatever the machine has
+    out = _run("deps", "variants", env=env, timeout=900)
+    (result,) = out_dir.glob("*-variants.json")
+    rows = json.loads(result.read_text())["sections"]["variants"]["rows"]
+    assert {r["group"] for r in rows} >= {"assembly", "sfap_columns", "sfap_delay", "sparse_spmv", "loops_heat"}
+    assert "ncu: not installed" in out.stdout + out.stderr  # reported, not skipped in silence
+    assert out.returncode != 0
 
 
 def test_dry_run_tests_collects_the_gpu_layer_as_a_gpu_machine_does(tmp_path):

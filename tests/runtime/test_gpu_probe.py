@@ -123,10 +123,9 @@ def test_a_spent_budget_skips_every_case_cleanly(tmp_path, cache):
     (["--section", "copies,gpu"], "sections are copies, launch, sfap"),
     (["--budget", "0"], "argument --budget: expected a positive number of seconds (got 0)"),
     (["--budget", "soon"], "argument --budget: expected a positive number of seconds (got 'soon')"),
-    (["--variant", "tiled"], "variant groups are assembly or all (got 'tiled')"),
+    (["--variant", "tiled"], "variant groups are assembly, sfap_columns, sfap_delay, sparse_spmv"),
     (["--peaks", "hbm=-3"], "--peaks hbm must be a positive number (got '-3')"),
     (["--backend", "gpu"], "argument --backend: invalid choice: 'gpu'"),
-    (["--ncu", "--variant", "all"], "--ncu and --variant are separate runs"),
 ])
 def test_bad_arguments_fail_before_any_work(tmp_path, cache, args, message):
     res = run_probe("--backend", "cpu", *args, "--out", str(tmp_path / "out"), cache=cache)
@@ -147,7 +146,7 @@ def test_ncu_mode_prints_nothing_and_launches_each_kernel_twice(cache, monkeypat
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     import gpu_probe
     from gpu_timing import Probe
-    from gpu_variants import NCU_KERNELS, ncu_launches
+    from gpu_variants import NCU_KERNELS, VARIANT_NCU_KERNELS, ncu_launches
 
     import kernelrt
 
@@ -155,6 +154,9 @@ def test_ncu_mode_prints_nothing_and_launches_each_kernel_twice(cache, monkeypat
     probe.peaks = gpu_probe.device_peaks(probe.backend)
     counts = ncu_launches(probe, ["sfap", "laplacian", "eigen"])
     assert counts == {k: 2 for names in NCU_KERNELS.values() for k in names}
+    # --ncu --variant: the variant kernels after the defaults, twice each as well
+    with_variants = ncu_launches(probe, ["sfap", "laplacian", "eigen"], variants=True)
+    assert with_variants == {**counts, **{k: 2 for names in VARIANT_NCU_KERNELS.values() for k in names}}
 
 
 def test_variants_side_by_side(tmp_path, cache):
@@ -162,9 +164,23 @@ def test_variants_side_by_side(tmp_path, cache):
     assert res.returncode == 0, res.stderr[-2000:]
     (path,) = tmp_path.glob("*-variants.json")
     rows = json.loads(path.read_text())["sections"]["variants"]["rows"]
-    assert [r["variant"] for r in rows] == ["deterministic", "atomic"]
-    assert [r["kernel"] for r in rows] == ["row_values", "face_values_atomic"]
-    assert rows[0]["floor_s"] == rows[1]["floor_s"] > 0
+    assert [r["variant"] for r in rows] == ["deterministic", "atomic", "nodiv"]
+    assert [r["kernel"] for r in rows] == ["row_values", "face_values_atomic", "row_values_nodiv"]
+    assert rows[0]["floor_s"] == rows[1]["floor_s"] == rows[2]["floor_s"] > 0
+
+
+def test_every_variant_family_is_timed_side_by_side(tmp_path, cache):
+    groups = "sfap_columns,sfap_delay,sparse_spmv,sparse_spmm,sparse_cheb,loops_heat,loops_filter"
+    res = run_probe("--backend", "cpu", "--quick", "--variant", groups, "--out", str(tmp_path), cache=cache)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (path,) = tmp_path.glob("*-variants.json")
+    rows = json.loads(path.read_text())["sections"]["variants"]["rows"]
+    assert not [r for r in rows if str(r.get("status", "")).startswith("error")], rows
+    pairs = {(r["group"], r["variant"]) for r in rows}
+    assert {("sfap_columns", "tiled"), ("sfap_delay", "staged"), ("sparse_spmv", "sell"), ("sparse_cheb", "sell"),
+            ("loops_heat", "cooperative"), ("loops_filter", "cooperative")} <= pairs
+    loops = [r for r in rows if r["group"].startswith("loops")]
+    assert {r["what"] for r in loops} == {"device-resident"}  # whole calls: the host's launch cost counts
 
 
 def test_kernelrt_bench_gpu_delegates_to_the_probe(tmp_path, cache):

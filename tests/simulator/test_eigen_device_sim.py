@@ -53,8 +53,10 @@ def test_keep_on_device_and_the_device_report(gpu, sphere):
 
 def test_host_routes_upload_when_kept(gpu, sphere):
     L, m = sphere
-    kept = lap.eigenpairs(L, m, 9, backend=gpu, keep_on_device=True)  # auto without CuPy: Cholesky
+    kept = lap.eigenpairs(L, m, 9, backend=gpu, keep_on_device=True, method="cholesky")
     assert kept.method == "cholesky" and gpu.is_device_array(kept.evecs) and "factor" in kept.phases
+    dense = lap.eigenpairs(L, m, 9, backend=gpu, keep_on_device=True)  # auto without CuPy, 162 vertices: dense
+    assert dense.method == "dense" and gpu.is_device_array(dense.evecs)
 
 
 def test_hks_and_wks_read_device_eigenvectors(gpu, sphere):
@@ -69,3 +71,15 @@ def test_hks_and_wks_read_device_eigenvectors(gpu, sphere):
     shuffled = gpu.to_device(np.ascontiguousarray(vec[:, order]))
     np.testing.assert_array_equal(lap.wks(kept.evals[order], shuffled, backend=gpu, n_energies=5),
                                   lap.wks(kept.evals[order], vec[:, order], n_energies=5))
+
+
+def test_a_small_mesh_on_a_gpu_without_cupy_takes_the_dense_route(gpu, caplog):
+    # without CuPy the GPU routes are out; a 42-vertex mesh is too small for the Cholesky route's
+    # Krylov basis (it raised before), so "auto" picks the CPU's own choice: dense below 2,000
+    L, m = reference_laplacian(*lap.icosphere(1))
+    result = lap.eigenpairs(L, m, k=8, backend=gpu)
+    assert result.method == "dense"
+    assert "CuPy is not installed" in caplog.text
+    ref = lap.eigenpairs(L, m, k=8, backend="cpu")
+    # both dense LAPACK solves of the same matrix: eigenvalues agree to rounding (|λ| <= ~10 here)
+    assert np.allclose(result.evals, ref.evals, rtol=0, atol=1e-12)
