@@ -19,7 +19,7 @@ floor, so one GPU sitting decides which becomes the default:
 from __future__ import annotations
 
 import numpy as np
-from gpu_floors import (assembly_floor, heat_floor, ico_counts, sfap_counts, sfap_floors, spmm_floor, spmv_floor,
+from gpu_floors import (heat_floor, ico_counts, sfap_counts, sfap_floors, spmm_floor, spmv_floor,
                         tiled_columns_bound)
 from gpu_variants import GROUPS, Group, register_variant
 

@@ -43,11 +43,11 @@ from threadpoolctl import threadpool_limits
 
 import kernelrt
 
-from .eigen_report import EigenConvergenceError
 from ..variants import variant
+from .csr_rows import _geometry, csr_row_dot, csr_row_into
+from .eigen_report import EigenConvergenceError
 from .loops import chebyshev_filter_cooperative
 from .placement import cupy_or_none
-from .csr_rows import _geometry, csr_row_dot, csr_row_into
 from .spmv import LaplacianOperator, _csr_parts, _to_host, csr_matmat
 from .subspace import orthonormalize, start_block, subspace_kernels
 

@@ -30,8 +30,8 @@ from numba import cuda
 
 import kernelrt
 
-from .placement import BLOCK, blocks
 from .csr_rows import _geometry, csr_row_dot, csr_row_into
+from .placement import BLOCK, blocks
 
 __all__ = [
     "heat_steps_coop",

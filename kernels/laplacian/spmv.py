@@ -22,10 +22,10 @@ from numba import cuda
 
 import kernelrt
 
+from ..variants import variant
+from .csr_rows import _geometry, csr_row_dot, csr_row_into
 from .inputs import mass_vector
 from .loops import heat_steps_cooperative
-from ..variants import variant
-from .csr_rows import MAX_GRID_Y, _geometry, csr_row_dot, csr_row_into
 from .placement import BLOCK, blocks
 from .sell import SELL_OF, SellMatrix, resolve_layout
 

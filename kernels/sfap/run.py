@@ -25,9 +25,9 @@ import numpy as np
 
 import kernelrt
 
-from .delay import DELAY_BLOCK, delay_fft, dirichlet_table, launch_delay, sfap_muap
 from ..variants import variant as chosen_variant
 from .columns_tiled import RE, TR, columns_tiling, sfap_columns_tiled
+from .delay import DELAY_BLOCK, delay_fft, dirichlet_table, launch_delay, sfap_muap
 from .kernels import COLUMNS_BLOCK, TK, TPB_E, sfap_columns, sfap_response
 from .prep import I_NZ, N_FPAR, N_IPAR, FibreTables, UnitPlan, plan_tables
 
