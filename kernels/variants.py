@@ -41,8 +41,8 @@ from contextvars import ContextVar
 __all__ = ["FAMILIES", "DEFAULTS", "variant", "current_variants", "set_variants", "use_variants"]
 
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "sfap_columns": ("rows", "tiled"),
-    "sfap_delay": ("direct", "staged"),
+    "sfap_columns": ("tiled", "rows"),
+    "sfap_delay": ("staged", "direct"),
     "row_values": ("branchy", "nodiv"),
     "sparse": ("csr", "sell"),
     "loops": ("launches", "cooperative"),

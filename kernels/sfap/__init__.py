@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from ..tasks import FailedTasks, TaskFailure
 from .compute import SfapResult, compute_sfaps
-from .delay import DELAY_SIGNATURE, delay_variant_kernels, sfap_delay, sfap_muap
+from .delay import DELAY_SIGNATURE, sfap_delay, sfap_delay_staged, sfap_muap
 from .columns_tiled import sfap_columns_tiled
 from .kernels import sfap_columns, sfap_response
 from .many import compute_many
 from .run import HOST_BUDGET_BYTES
+from ..variants import variant
 
 __all__ = ["HOST_BUDGET_BYTES", "FailedTasks", "SfapResult", "TaskFailure", "compute_many", "compute_sfaps", "variant_specs",
            "warm_specs"]
@@ -45,6 +46,9 @@ _SIG_COLUMNS = (
     "int64[:, :, ::1], float64[:, :, ::1], int64"
 )
 _SIG_MUAP = "float64[:, :, ::1], float64[:, ::1]"
+# Each variant's kernel and the signature its driver launches it with (the tiled kernel takes rc too).
+_COLUMNS = {"rows": (sfap_columns, _SIG_COLUMNS), "tiled": (sfap_columns_tiled, _SIG_COLUMNS + ", int64")}
+_DELAY = {"direct": (sfap_delay, DELAY_SIGNATURE), "staged": (sfap_delay_staged, DELAY_SIGNATURE)}
 
 
 def warm_specs() -> dict:
@@ -56,7 +60,7 @@ def warm_specs() -> dict:
     """
     return {
         "cpu": [(sfap_response, _SIG_RESPONSE_CPU), (sfap_columns, _SIG_COLUMNS)],
-        "cuda": [(sfap_response, _SIG_RESPONSE), (sfap_columns, _SIG_COLUMNS), (sfap_delay, DELAY_SIGNATURE),
+        "cuda": [(sfap_response, _SIG_RESPONSE), _COLUMNS[variant("sfap_columns")], _DELAY[variant("sfap_delay")],
                  (sfap_muap, _SIG_MUAP)],
     }
 
@@ -65,4 +69,5 @@ def variant_specs() -> list:
     """(kernel, signature) of each GPU kernel variant (``kernelrt.kernels.variants``), not in ``warm_specs``:
     the defaults are what the drivers launch; these are compiled where chosen, by the PTX layer and
     by tools/kernel_resources.py."""
-    return [(sfap_columns_tiled, _SIG_COLUMNS + ", int64"), *delay_variant_kernels()]
+    return [spec for family, table in (("sfap_columns", _COLUMNS), ("sfap_delay", _DELAY))
+            for name, spec in table.items() if name != variant(family)]

@@ -28,7 +28,7 @@ import kernelrt
 
 from ..variants import variant as chosen_variant
 
-__all__ = ["DELAY_BLOCK", "DELAY_SIGNATURE", "delay_fft", "delay_variant_kernels", "dirichlet_table",
+__all__ = ["DELAY_BLOCK", "DELAY_SIGNATURE", "delay_fft", "dirichlet_table",
            "fractional_shift", "jitter_muap", "launch_delay", "sfap_delay", "sfap_delay_staged", "sfap_muap"]
 
 DELAY_BLOCK = (64, 4, 1)  # sfap_delay: 64 samples x 4 electrodes of one fibre
@@ -232,11 +232,6 @@ def launch_delay(backend, raw, table, shifts, out, variant: str | None = None) -
         return
     grid = (-(-nt // DELAY_BLOCK[0]), -(-ne // DELAY_BLOCK[1]), nf)
     backend.launch_kernel(sfap_delay, grid, DELAY_BLOCK, raw, table, shifts, out)
-
-
-def delay_variant_kernels() -> list:
-    """(kernel, signature) of ``sfap_delay_staged``, launched with ``sfap_delay``'s argument types."""
-    return [(sfap_delay_staged, DELAY_SIGNATURE)]
 
 
 @kernelrt.kernel(ndim=2)

@@ -3,10 +3,10 @@
 import pytest
 
 import kernelrt
-from kernelrt.kernels.sfap.delay import DELAY_SIGNATURE, delay_variant_kernels, sfap_delay
+from kernelrt.kernels.sfap.delay import DELAY_SIGNATURE, sfap_delay, sfap_delay_staged
 from tests.support.layers import requires_nvrtc
 
-SPECS = [(sfap_delay, DELAY_SIGNATURE), *delay_variant_kernels()]
+SPECS = [(sfap_delay, DELAY_SIGNATURE), (sfap_delay_staged, DELAY_SIGNATURE)]
 
 
 @pytest.mark.ptx
