@@ -113,15 +113,26 @@ class MyoGenPeer:
         self._warm = not gpu  # the CuPy path compiles its kernels on the first call: one untimed run
         self._tmp = tempfile.TemporaryDirectory()
         env = dict(os.environ) if gpu else dict(os.environ, MYOGEN_DISABLE_GPU="1")
+        self._stderr = open(os.path.join(self._tmp.name, "stderr.txt"), "w+")  # noqa: SIM115  (closed in close())
         self._proc = subprocess.Popen(
             [python, str(REPO / "bench" / "myogen_peer.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env=env,
+            stderr=self._stderr, text=True, env=env,
         )
 
     def _ask(self, **cmd) -> dict:
-        self._proc.stdin.write(json.dumps(cmd) + "\n")
-        self._proc.stdin.flush()
-        reply = json.loads(self._proc.stdout.readline())
+        try:
+            self._proc.stdin.write(json.dumps(cmd) + "\n")
+            self._proc.stdin.flush()
+            line = self._proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        try:
+            reply = json.loads(line)
+        except json.JSONDecodeError:  # the peer died or printed something else: say what it wrote
+            self._stderr.seek(0)
+            tail = self._stderr.read()[-1500:]
+            raise RuntimeError(f"myogen peer (exit code {self._proc.poll()}) replied {line[:200]!r}; "
+                               f"its stderr ends: {tail}") from None
         if not reply.get("ok"):
             raise RuntimeError(f"myogen peer: {reply}")
         return reply
@@ -149,6 +160,7 @@ class MyoGenPeer:
             self._proc.stdin.write(json.dumps({"quit": True}) + "\n")
             self._proc.stdin.flush()
             self._proc.wait(timeout=30)
+        self._stderr.close()
         self._tmp.cleanup()
 
 

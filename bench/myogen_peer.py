@@ -32,10 +32,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchlib import (  # bench/ is this script's directory, so on sys.path
-    peak_rss,
-    vm_hwm,
-)
+
+# bench/ is this script's directory, on sys.path unless PYTHONSAFEPATH is set (tools/gpu_check.sh
+# sets it, and the 2026-11-27 H200 sitting's MyoGen CuPy anchor died of it): put it there.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import peak_rss, vm_hwm  # noqa: E402
 
 
 def emg_case(n_units: int, every: int, dz: float, cache: str):

@@ -41,7 +41,7 @@ from contextvars import ContextVar
 __all__ = ["FAMILIES", "DEFAULTS", "variant", "current_variants", "set_variants", "use_variants"]
 
 FAMILIES: dict[str, tuple[str, ...]] = {
-    "sfap_columns": ("tiled", "rows"),
+    "sfap_columns": ("rows", "tiled"),
     "sfap_delay": ("staged", "direct"),
     "row_values": ("branchy", "nodiv"),
     "sparse": ("csr", "sell"),

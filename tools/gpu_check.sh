@@ -20,7 +20,8 @@
 #          CSV views and a text summary -> $OUT/kernels.ncu-rep, ncu_raw.csv, ncu_summary.txt
 #   bench  kernelrt bench all --plot -> one tarball of this run's results in $OUT
 #   variants  python3 bench/gpu_probe.py --variant all (each kernel variant against its default,
-#          JSON and plot), then ncu on `--ncu --variant all`, defaults and variants
+#          JSON and plot), bench/sfap_variants_e2e.py (compute_sfaps under each SFAP pair),
+#          then ncu on `--ncu --variant all`, defaults and variants
 #          -> $OUT/variants.ncu-rep, variants_raw.csv, variants_summary.txt
 #
 # Each step runs under `timeout` (STEP_TIMEOUT seconds, default 530), so a call of several
@@ -183,6 +184,8 @@ fi
 if want variants; then
   say "variants: bench/gpu_probe.py --variant all, then ncu on defaults and variants"
   run_step variants - "$PY" bench/gpu_probe.py --variant all --budget "${PROBE_BUDGET:-330}" --out "$DEST" $QUICK
+  # kernel-only wins need not survive end to end (the tiled columns did not on the 2026-11-27 H200)
+  run_step "variants e2e" - "$PY" bench/sfap_variants_e2e.py --backend auto --out "$DEST/sfap-variants-e2e.json" $QUICK
   ncu_step variants --variant all
 fi
 

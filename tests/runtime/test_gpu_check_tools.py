@@ -67,6 +67,8 @@ def test_dry_run_variants_times_every_pair_and_says_when_ncu_is_missing(tmp_path
     (result,) = out_dir.glob("*-variants.json")
     rows = json.loads(result.read_text())["sections"]["variants"]["rows"]
     assert {r["group"] for r in rows} >= {"assembly", "sfap_columns", "sfap_delay", "sparse_spmv", "loops_heat"}
+    e2e = json.loads((out_dir / "sfap-variants-e2e.json").read_text())  # each pair end to end, too
+    assert e2e["backend"] == "cpu" and e2e["cases"]["tiny-2x4-dz1"]["max_abs_diff"] == 0.0
     assert "ncu: not installed" in out.stdout + out.stderr  # reported, not skipped in silence
     assert out.returncode != 0
 
