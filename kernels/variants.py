@@ -1,11 +1,12 @@
 """Kernel variants: other kernels for the same work, chosen at run time so one GPU run can time them side by side.
 
-Each family has a default, the kernel that has run on a GPU and been measured
-(bench/results/), and alternatives designed for the hardware's limit
-(GPU_PLAN.md in the shared specs) that are proven equal to it on the CUDA simulator and
-compiled in the PTX layer, but still await GPU timing. A variant changes how the GPU does
-the work, never the result: each is bitwise equal to its family's default where it keeps
-the summation order (all of them today; docs/gpu.md, "Kernel variants").
+Each family's default (its first name below) is the kernel that measured fastest on a GPU
+(bench/results/2026-11-27-nvidia-h200*: the staged delay won there; the others lost, tied
+or, like the tiled SFAP contraction, won only kernel-only); the alternatives were designed
+for the hardware's limit (GPU_PLAN.md in the shared specs) and are proven equal on the CUDA
+simulator, in the PTX layer and on the device. A variant changes how the GPU does the work,
+never the result: each is bitwise equal to its family's default where it keeps the
+summation order (all of them today; docs/gpu.md, "Kernel variants").
 
     from kernelrt.kernels.variants import use_variants
 
@@ -17,12 +18,13 @@ what it calls, and a thread started inside the block starts from the defaults. D
 that take a ``variant=`` keyword use it before the setting.
 
 =================  ===============  ==============================================================
-family             variants          what the alternative changes
+family             variants          what the alternative changes (default first)
 =================  ===============  ==============================================================
 ``sfap_columns``   ``rows``, tiled   lanes over (electrode, sample) pairs, several samples per
                                      thread in registers: one ``h`` load feeds several FMAs
-``sfap_delay``     ``direct``,       a fibre's raw column staged in shared memory once per block
-                   staged            instead of one strided global load per multiply-add
+``sfap_delay``     ``staged``,       the default stages a fibre's raw column in shared memory once
+                   direct            per block; ``direct`` makes one strided global load per
+                                     multiply-add
 ``row_values``     ``branchy``,      the face's corners rotated by selection, one call of the
                    nodiv             face terms instead of three behind a divergent branch
 ``sparse``         ``csr``, sell     SELL-32 slot-major storage for products, heat steps and the

@@ -30,7 +30,9 @@ may walk more rows than ``sfap_columns``'s 8-sample block, but outside a sample'
 rows I is exactly ±0 (the host's row bounds are the x > 0 test itself, bounds.py), and
 adding a signed zero to a sum that started at +0.0 changes no bit. Proven on the CUDA
 simulator (tests/simulator/test_sfap_variants_sim.py) and compiled for sm_80/sm_90 in the
-PTX layer; it awaits GPU timing (docs/gpu.md, "Kernel variants").
+PTX layer, and bit for bit on an H200 (tests/gpu/test_variants_gpu.py). There it was
+1.3-1.6x faster than ``sfap_columns`` alone but not end to end (docs/gpu.md, "Kernel
+variants"), so ``sfap_columns`` stays the default.
 
 On the CPU the variant runs ``sfap_columns``'s twin: the CPU already tiles its own way
 (eight samples per h load, electrode pairs), so this kernel has no twin.

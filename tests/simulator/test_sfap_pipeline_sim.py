@@ -33,7 +33,7 @@ def test_batch_b_plus_1_is_planned_while_batch_b_runs(gpu, monkeypatch):
     batched = compute_sfaps(**kwargs, backend=gpu)
     steps = [e for e in events if e[0] != "copy"]
     assert steps == [("plan", 0, 1), ("sfap_response",), ("sfap_columns",), ("plan", 1, 2), ("sfap_response",),
-                     ("sfap_columns",), ("plan", 2, 3), ("sfap_response",), ("sfap_columns",), ("sfap_delay",),
+                     ("sfap_columns",), ("plan", 2, 3), ("sfap_response",), ("sfap_columns",), ("sfap_delay_staged",),
                      ("sfap_muap",)]
     last_columns = max(i for i, e in enumerate(events) if e == ("sfap_columns",))
     assert ("copy",) not in events[last_columns:]  # the delay's tables went first: nothing waits
