@@ -40,7 +40,7 @@ def sfap_cases(probe) -> list[tuple[str, int, int, float, float]]:
 class SfapSetup:
     """One case's plan and device inputs, and a launcher per kernel (used by the probe and ``--ncu``)."""
 
-    def __init__(self, backend, nf: int, ne: int, dz: float, length: float):
+    def __init__(self, backend, nf: int, ne: int, dz: float, length: float, batch: int | None = None):
         from kernelrt.kernels.sfap import run as sfap_run
         from kernelrt.kernels.sfap.delay import dirichlet_table
         from kernelrt.kernels.sfap.inputs import check_inputs
@@ -52,9 +52,10 @@ class SfapSetup:
         self.inputs = check_inputs(**self.case, min_radial_dist=None)
         self.plan_fn = lambda: plan_fibres(**self.inputs)
         self.full_plan = self.plan_fn()
-        # The kernels run on one batch, as compute_sfaps would: on the CPU a batch holds a few fibres
-        # per thread; on a GPU all of them unless free memory says otherwise. Floors use the same fibres.
-        nb = min(self.full_plan.vt.shape[0], sfap_run.batch_size(backend, self.full_plan, ne))
+        # The kernels run on one batch: on the CPU a batch holds a few fibres per thread; on a GPU
+        # all of them unless free memory says otherwise, or ``batch`` (compute_sfaps' pipeline
+        # launches batches of run.pipeline_batch(nf) fibres). Floors use the same fibres.
+        nb = min(self.full_plan.vt.shape[0], sfap_run.batch_size(backend, self.full_plan, ne), batch or nf)
         self.plan = plan = _first(self.full_plan, nb)
         self.nf, self.nt = plan.vt.shape
         self.ne = ne

@@ -30,24 +30,38 @@ FILTER_DEGREE = 20
 
 
 def _sfap_cases(probe):
+    """The probe's SFAP cases, each also at the batch compute_sfaps launches when that is smaller.
+
+    The 2026-11-27 H200 sitting timed the tiled columns kernel-only on a whole unit (436
+    fibres: 872 one-warp blocks at MyoGen's 121 samples) and found it slower end to end,
+    where the pipeline launches 109-fibre batches (218 warps for 132 SMs): the batch rows
+    time what the driver runs.
+    """
     from gpu_cases_sfap import sfap_cases
 
-    return sfap_cases(probe)
+    from kernelrt.kernels.sfap.run import pipeline_batch
+
+    cases = []
+    for name, nf, ne, dz, length in sfap_cases(probe):
+        cases.append((name, nf, ne, dz, length, None))
+        if probe.gpu and pipeline_batch(nf) < nf:
+            cases.append((f"{name} batch{pipeline_batch(nf)}", nf, ne, dz, length, pipeline_batch(nf)))
+    return cases
 
 
-def _sfap_setup(probe, nf, ne, dz, length):
+def _sfap_setup(probe, nf, ne, dz, length, batch):
     from gpu_cases_sfap import SfapSetup
 
-    return SfapSetup(probe.backend, nf, ne, dz, length)
+    return SfapSetup(probe.backend, nf, ne, dz, length, batch)
 
 
-def _columns_floor(probe, setup, nf, ne, dz, length):
+def _columns_floor(probe, setup, nf, ne, dz, length, batch):
     floor = sfap_floors(sfap_counts(setup.plan, ne), probe.peaks)["sfap_columns"]
     floor["tiled_design_bound_s"] = tiled_columns_bound(setup.plan, ne, probe.peaks)["design_bound_s"]
     return floor
 
 
-def _delay_floor(probe, setup, nf, ne, dz, length):
+def _delay_floor(probe, setup, nf, ne, dz, length, batch):
     return sfap_floors(sfap_counts(setup.plan, ne), probe.peaks)["sfap_delay"]
 
 

@@ -27,7 +27,8 @@ PAIRS = {"rows+direct": dict(sfap_columns="rows", sfap_delay="direct"),
          "rows+staged": dict(sfap_columns="rows", sfap_delay="staged"),
          "tiled+direct": dict(sfap_columns="tiled", sfap_delay="direct")}
 
-CASES = [("sfap-200x25-dz0.1", 200, 25, 0.1, 30.0), ("myogen-436x4-dz0.01", 436, 4, 0.01, 30.0)]
+# (name, fibres, electrodes, dz, muscle length mm): the probe's (bench/gpu_cases_sfap.py)
+CASES = [("sfap-200x25-dz0.1", 200, 25, 0.1, 120.0), ("myogen-436x4-dz0.01", 436, 4, 0.01, 30.0)]
 
 
 def main() -> None:
