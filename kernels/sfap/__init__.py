@@ -27,13 +27,13 @@ fixed row order.
 from __future__ import annotations
 
 from ..tasks import FailedTasks, TaskFailure
+from ..variants import variant
 from .compute import SfapResult, compute_sfaps
 from .delay import DELAY_SIGNATURE, sfap_delay, sfap_delay_staged, sfap_muap
 from .columns_tiled import sfap_columns_tiled
 from .kernels import sfap_columns, sfap_response
 from .many import compute_many
 from .run import HOST_BUDGET_BYTES
-from ..variants import variant
 
 __all__ = ["HOST_BUDGET_BYTES", "FailedTasks", "SfapResult", "TaskFailure", "compute_many", "compute_sfaps", "variant_specs",
            "warm_specs"]
