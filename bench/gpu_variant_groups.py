@@ -44,8 +44,9 @@ def _sfap_cases(probe):
     cases = []
     for name, nf, ne, dz, length in sfap_cases(probe):
         cases.append((name, nf, ne, dz, length, None))
-        if probe.gpu and pipeline_batch(nf) < nf:
-            cases.append((f"{name} batch{pipeline_batch(nf)}", nf, ne, dz, length, pipeline_batch(nf)))
+        batch = pipeline_batch(nf)
+        if probe.gpu and batch < nf:
+            cases.append((f"{name} batch{batch}", nf, ne, dz, length, batch))
     return cases
 
 

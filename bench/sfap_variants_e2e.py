@@ -7,7 +7,7 @@ planning and copies included, for each (sfap_columns, sfap_delay) pair, alternat
 round by round so a host that slows down mid-run (another process, clocks) hits all alike.
 Cases: the probe's 200 x 25 at dz 0.1 and MyoGen's default muscle (436 x 4 at dz 0.01);
 ``--quick``: 2 fibres x 4 electrodes (a dry run, or the CUDA simulator). Also reports the
-largest difference between any pair's outputs and the first's (bitwise equal expected).
+largest difference between any pair's outputs and the defaults' (bitwise equal expected).
 On the CPU backend the variants do not apply (the CPU runs its own twins): a dry run only.
 Run by ``tools/gpu_check.sh variants``; the 2026-11-27 H200 sitting's figures are in
 bench/results/2026-11-27-nvidia-h200-sfap-variants-e2e.json.
@@ -18,24 +18,29 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
-PAIRS = {"rows+direct": dict(sfap_columns="rows", sfap_delay="direct"),
-         "tiled+staged": dict(sfap_columns="tiled", sfap_delay="staged"),
-         "rows+staged": dict(sfap_columns="rows", sfap_delay="staged"),
-         "tiled+direct": dict(sfap_columns="tiled", sfap_delay="direct")}
+# bench/ on sys.path even under PYTHONSAFEPATH (tools/gpu_check.sh sets it): the cases are the probe's
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_cases_sfap import sfap_cases  # noqa: E402
 
-# (name, fibres, electrodes, dz, muscle length mm): the probe's (bench/gpu_cases_sfap.py)
-CASES = [("sfap-200x25-dz0.1", 200, 25, 0.1, 120.0), ("myogen-436x4-dz0.01", 436, 4, 0.01, 30.0)]
+CASE_NAMES = ("sfap-200x25-dz0.1", "myogen-436x4-dz0.01")  # of the probe's GPU cases (gpu_cases_sfap.py)
 
 
 def main() -> None:
     import kernelrt
     from kernelrt.kernels.sfap import compute_sfaps
     from kernelrt.kernels.sfap.reference import synthetic_motor_unit
-    from kernelrt.kernels.variants import use_variants
+    from kernelrt.kernels.variants import DEFAULTS, FAMILIES, use_variants
+
+    pairs = {f"{c}+{d}": dict(sfap_columns=c, sfap_delay=d)
+             for c in FAMILIES["sfap_columns"] for d in FAMILIES["sfap_delay"]}
+    baseline = f"{DEFAULTS['sfap_columns']}+{DEFAULTS['sfap_delay']}"
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=7)
@@ -45,20 +50,21 @@ def main() -> None:
     args = p.parse_args()
     be = kernelrt.get_backend(args.backend)
     report = {"device": str(be), "backend": be.name, "rounds": args.rounds, "cases": {}}
-    cases = [("tiny-2x4-dz1", 2, 4, 1.0, 6.0)] if args.quick else CASES
+    cases = [("tiny-2x4-dz1", 2, 4, 1.0, 6.0)] if args.quick else [
+        c for c in sfap_cases(SimpleNamespace(kind="gpu", quick=False)) if c[0] in CASE_NAMES]
     for name, nf, ne, dz, length in cases:
         case = synthetic_motor_unit(nf, ne, dz, length=length)
-        outs, times = {}, {k: [] for k in PAIRS}
-        for label, choice in PAIRS.items():  # warm: compile or load, and keep one result each
+        outs, times = {}, {k: [] for k in pairs}
+        for label, choice in pairs.items():  # warm: compile or load, and keep one result each
             with use_variants(**choice):
                 outs[label] = compute_sfaps(**case, backend=be)
         for _ in range(args.rounds):
-            for label, choice in PAIRS.items():
+            for label, choice in pairs.items():
                 with use_variants(**choice):
                     t0 = time.perf_counter()
                     compute_sfaps(**case, backend=be)
                     times[label].append(time.perf_counter() - t0)
-        a = outs["rows+direct"]
+        a = outs[baseline]
         diff = max(float(np.max(np.abs(np.asarray(getattr(a, f)) - np.asarray(getattr(b, f)))))
                    for b in outs.values() for f in ("sfaps_raw", "sfaps", "muap"))
         report["cases"][name] = {k: {"median_s": statistics.median(v), "min_s": min(v), "all_s": v} for k, v in times.items()}
