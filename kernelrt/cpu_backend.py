@@ -163,7 +163,7 @@ class CPUBackend(Backend):
     # -- kernels -------------------------------------------------------------------------------
 
     def _prepare(self, kernel: Kernel):
-        disp = cpu_dispatcher(kernel, self.debug)  # a CUDA kernel without a twin is translated (or refused) here
+        disp = cpu_dispatcher(kernel, self._debug(kernel))  # a CUDA kernel without a twin is translated (or refused) here
         # numba calls the dispatcher's _compile_for_args when no overload matches the arguments:
         # answer with a checked load-or-compile through the cache. (The dispatcher is per
         # process; the backend prepared last provides the cache.)
@@ -179,7 +179,11 @@ class CPUBackend(Backend):
         return cpu_entry_types(kernel, argtypes)
 
     def _ensure(self, kernel: Kernel, argtypes: tuple) -> str:
-        return ensure_cpu(kernel, argtypes, self.cache, self.debug)
+        return ensure_cpu(kernel, argtypes, self.cache, self._debug(kernel))
+
+    def _debug(self, kernel: Kernel) -> bool:
+        """The backend's debug mode, or the kernel's own (``cuda.jit(debug=True)``)."""
+        return self.debug or kernel.options.get("debug", False)
 
     def launch_kernel(self, kernel, grid, block, *args, stream=None, shared_mem=0) -> None:
         try:  # fast path: a launcher memoised per (kernel, grid, block, shared_mem)

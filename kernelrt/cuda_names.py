@@ -15,21 +15,29 @@ import builtins
 import functools
 import types
 
-__all__ = ["REFUSED", "SUPPORTED", "cuda_path", "device_py_func", "pure_callee", "resolve"]
+__all__ = ["BLOCK_CALLS", "REFUSED", "SUPPORTED", "cuda_path", "device_py_func", "is_bit_count", "np_empty",
+           "numba_literal_unroll", "pure_callee", "resolve"]
 
-# CUDA features with no CPU meaning, and the words that say why.
+# CUDA features the CPU translation refuses, and the words that say why.
 REFUSED = {
-    "shared": "shared memory", "syncthreads": "a block barrier", "syncthreads_count": "a block barrier",
-    "syncthreads_and": "a block barrier", "syncthreads_or": "a block barrier",
-    "syncwarp": "a warp barrier", "threadfence": "a memory fence", "threadfence_block": "a memory fence",
-    "threadfence_system": "a memory fence", "cg": "cooperative groups", "activemask": "a warp intrinsic",
-    "lanemask_lt": "a warp intrinsic", "all_sync": "a warp vote", "any_sync": "a warp vote",
-    "eq_sync": "a warp vote", "ballot_sync": "a warp vote", "shfl_sync": "a warp shuffle",
-    "shfl_up_sync": "a warp shuffle", "shfl_down_sync": "a warp shuffle", "shfl_xor_sync": "a warp shuffle",
-    "match_any_sync": "a warp intrinsic", "match_all_sync": "a warp intrinsic", "nanosleep": "a thread sleep",
+    "cg": "a grid-wide barrier (cooperative groups) is not split into grid-wide loops yet",
 }
 SUPPORTED = ("grid, gridsize, threadIdx, blockIdx, blockDim, gridDim, laneid, warpsize, atomic.*, "
-             "local.array, const.array_like, device functions")
+             "local.array, const.array_like, shared.array, syncthreads*, syncwarp, shfl_*sync, "
+             "all/any/eq/ballot_sync, match_*_sync, activemask, lanemask_lt, threadfence*, "
+             "types.*, literal_unroll, device functions")
+# numba.cuda built-ins that run in blocks (cuda_fission.py, cpu_collectives.py)
+BLOCK_CALLS = {
+    "syncthreads": "_kr_split:block", "syncwarp": "_kr_split:warp", "shared.array": "_kr_shared",
+    "syncthreads_count": "_kr_coll_count", "syncthreads_and": "_kr_coll_and",
+    "syncthreads_or": "_kr_coll_or", "shfl_sync": "_kr_coll_shfl_idx", "shfl_up_sync": "_kr_coll_shfl_up",
+    "shfl_down_sync": "_kr_coll_shfl_down", "shfl_xor_sync": "_kr_coll_shfl_xor",
+    "all_sync": "_kr_coll_all", "any_sync": "_kr_coll_any", "eq_sync": "_kr_coll_eq",
+    "ballot_sync": "_kr_coll_ballot", "match_any_sync": "_kr_coll_match_any",
+    "match_all_sync": "_kr_coll_match_all", "activemask": "_kr_activemask",
+    "lanemask_lt": "_kr_lanemask_lt", "threadfence": "_kr_fence", "threadfence_block": "_kr_fence",
+    "threadfence_system": "_kr_fence", "nanosleep": "_kr_nanosleep",
+}
 _NUMPY_WRITERS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 MISSING = object()
 
@@ -83,11 +91,13 @@ def cuda_path(node, ns: dict, local_names: set[str]) -> str | None:
 
 
 def device_py_func(value):
-    """The Python function of a CUDA device function (numba-cuda's or the simulator's), or None."""
+    """The Python function of a CUDA device function or kernel (numba-cuda's or the
+    simulator's), or None. numba-cuda compiles a kernel called from a kernel as a device
+    function, so both are translated alike."""
     options = getattr(value, "targetoptions", None)
-    if isinstance(options, dict) and options.get("device") and hasattr(value, "py_func"):
+    if isinstance(options, dict) and hasattr(value, "py_func"):
         return value.py_func
-    if getattr(value, "_device", False) is True and hasattr(value, "fn"):  # the CUDA simulator
+    if isinstance(getattr(value, "_device", None), bool) and hasattr(value, "fn"):  # the CUDA simulator
         return value.fn
     return None
 
@@ -106,6 +116,25 @@ def pure_callee(value) -> bool:
     if module in ("math", "cmath", "builtins"):  # math.exp, len, min, int, float, range...
         return True
     return module.split(".")[0] == "numpy" and getattr(value, "__name__", "") not in _NUMPY_WRITERS
+
+
+def is_bit_count(node: ast.Call) -> bool:
+    """``x.bit_count()`` (``int.bit_count``)."""
+    return isinstance(node.func, ast.Attribute) and node.func.attr == "bit_count" and not node.args
+
+
+def numba_literal_unroll() -> object:
+    """numba.literal_unroll (numba-cuda re-exports its own)."""
+    import numba  # lazy: importing kernelrt loads no numba
+
+    return numba.literal_unroll
+
+
+def np_empty() -> object:
+    """numpy.empty, for cuda.local.array."""
+    import numpy as np
+
+    return np.empty
 
 
 @functools.cache

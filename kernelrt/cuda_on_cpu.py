@@ -1,26 +1,20 @@
 """Plain ``numba.cuda`` kernels on the CPU: the kernel's own source, translated to a parallel loop.
 
-``cpu_twin(kernel)`` reads the Python source of a ``@cuda.jit``-style kernel and rewrites
-its CUDA built-ins into values of a loop over the launch's index space (grid x block per
-axis), which numba compiles with ``njit(parallel=True)`` like any CPU twin:
+``cpu_twin(kernel)`` reads the Python source of a ``@cuda.jit`` kernel and rewrites its CUDA
+built-ins into values of the thread's position in the launch (grid x block per axis):
+``cuda.grid``, ``threadIdx``... become integers; atomics real atomics (cpu_atomics.py);
+intrinsics, ``fp16`` and ``libdevice`` their CPU versions (cpu_intrinsics.py); casts through
+``numba.cuda.types`` numba's types; ``cuda.local.array`` a per-thread array; device functions
+and kernels it calls are translated the same way. A kernel without barriers becomes one
+``njit(parallel=True)`` loop over its threads. A kernel with barriers, shared memory or
+warp collectives runs in blocks: each block's threads as loops split at the barriers
+(cuda_fission.py, cuda_blocks.py, cpu_collectives.py), blocks in parallel.
 
-* ``cuda.grid(n)``, ``cuda.gridsize(n)``, ``cuda.threadIdx/blockIdx/blockDim/gridDim.x|y|z``,
-  ``cuda.laneid`` and ``cuda.warpsize`` become integers computed from the global index;
-* ``cuda.atomic.<op>`` becomes the matching real atomic (cpu_atomics.py), so threads
-  running on different cores still update shared elements correctly;
-* ``cuda.local.array(shape, dtype)`` becomes a per-thread ``np.empty``,
-  ``cuda.const.array_like(a)`` becomes ``a``;
-* ``@cuda.jit(device=True)`` functions it calls are translated the same way, recursively,
-  and receive the thread's index; ``math``, ``cmath`` and ``@kernelrt.device`` functions
-  need nothing.
-
-What has no meaning when a block's threads run one after another (shared memory,
-``syncthreads``, warp shuffles and votes, fences, cooperative groups) and any other CUDA
-built-in is refused with ``CpuTranslationError``, naming the feature, the kernel and the
-way out (an explicit CPU twin, ``@k.cpu``), before anything compiles or runs. Resolution
-follows the kernel's globals and closure, so ``from numba import cuda``, ``import numba``
-(``numba.cuda.grid``) and ``from numba.cuda import atomic`` all work. Nothing here needs a
-CUDA toolkit, driver or the simulator.
+What has no CPU meaning (a grid-wide barrier, dynamic shared memory, CUDA C/C++ through
+``declare_device``, a barrier in a loop whose trip count differs between threads) is
+refused with ``CpuTranslationError``, naming the feature, the reason and the way out,
+before anything compiles or runs. Names resolve through the kernel's globals and closure,
+however ``numba.cuda`` was imported. Nothing here needs a CUDA toolkit, driver or simulator.
 """
 
 from __future__ import annotations
@@ -28,19 +22,26 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import math
 import textwrap
 from pathlib import Path
 
-from . import codegen
+from . import codegen, cuda_blocks
+from .cuda_fission import BlockProgram
 from .cuda_names import (
+    BLOCK_CALLS,
     REFUSED,
     SUPPORTED,
     cuda_path,
     device_py_func,
+    is_bit_count,
+    np_empty,
+    numba_literal_unroll,
     pure_callee,
     resolve,
 )
 from .errors import CpuTranslationError
+from .kernel_source import parse_as_imported
 
 __all__ = ["cpu_twin"]
 
@@ -54,7 +55,8 @@ def _runtime_digest() -> str:
     """Digest of the translator and the atomics: part of every translated kernel's source,
     so the cache key of a translated kernel changes when either module does."""
     here = Path(__file__).resolve().parent
-    data = b"".join((here / name).read_bytes() for name in ("cuda_on_cpu.py", "cpu_atomics.py"))
+    files = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "cuda_blocks.py", "cpu_collectives.py")
+    data = b"".join((here / name).read_bytes() for name in files)
     return hashlib.sha256(data).hexdigest()[:16]
 
 
@@ -71,6 +73,10 @@ def cpu_twin(kernel, debug: bool = False):
 
     translator = _Translator(kernel.name, kernel.options["fastmath"], debug)
     body = translator.function(kernel.py_func, as_kernel=True)
+    if translator.block is not None:
+        program, ns = translator.block
+        digest = f"runtime {_runtime_digest()}, code {_digest(''.join(translator.texts))}"
+        return cuda_blocks.block_twin(kernel, program, ns, digest, fastmath=kernel.options["fastmath"], debug=debug)
     args = ", ".join(f"a_{p}" for p in kernel.params)
     tail = f", {args}" if args else ""
     call = f"body(i, j, k, grid, block{tail})"
@@ -108,6 +114,8 @@ class _Translator:
         self.done: dict[int, object] = {}
         self.names: dict[int, str] = {}  # device function -> helper name, numbered in first-seen order
         self.in_progress: set[int] = set()
+        self.texts: list[str] = []  # every translated function, for the block driver's digest
+        self.block = None  # (BlockProgram, namespace) of a kernel that synchronises
 
     def helper_name(self, target) -> str:
         """A name for a translated device function, the same in every process (cache keys)."""
@@ -115,11 +123,12 @@ class _Translator:
             self.names[id(target)] = f"_kr_dev{len(self.names)}_{target.__name__}"
         return self.names[id(target)]
 
-    def fail(self, what: str, why: str = ""):
-        reason = f" ({why})" if why else ""
+    def fail(self, what: str, why: str = "", fix: str = ""):
+        """Refuse the kernel: what it uses, why the CPU cannot run that, and the way out."""
+        reason = f": {why}" if why else ""
+        fix = fix or "Give the kernel a CPU twin"
         raise CpuTranslationError(
-            f"kernel {self.kernel_name!r} uses {what}{reason}, which the CPU backend cannot run: "
-            f"there a block's threads run one after another. Give the kernel a CPU twin "
+            f"kernel {self.kernel_name!r} uses {what}, which the CPU backend cannot run{reason}. {fix} "
             f"(k = kernelrt.cuda_kernel({self.kernel_name}); @k.cpu def twin(grid, block, ...)) "
             f"or launch it on a CUDABackend. Supported on the CPU: cuda.{{{SUPPORTED}}}"
         )
@@ -140,7 +149,7 @@ class _Translator:
                 f"kernel {self.kernel_name!r}: the source of {py_func.__qualname__!r} cannot be read, so it "
                 f"cannot be translated for the CPU; define it in a file, or give the kernel a CPU twin (@k.cpu)"
             ) from None
-        tree = _parse_as_imported(source, py_func, self.kernel_name)
+        tree = parse_as_imported(source, py_func, self.kernel_name)
         fdef = tree.body[0]
         if not isinstance(fdef, ast.FunctionDef):
             self.fail(f"{py_func.__qualname__!r} defined as a lambda", "only def functions are translated")
@@ -149,6 +158,16 @@ class _Translator:
             ns[name] = cell.cell_contents
         rewriter = _Rewriter(self, ns, set(py_func.__code__.co_varnames))
         fdef.body = [rewriter.visit(stmt) for stmt in fdef.body]
+        if rewriter.block_features:  # barriers: the block program (cuda_fission.py), kernels only
+            if not as_kernel:
+                self.fail(f"a barrier, shared array or warp collective inside the device function "
+                          f"{py_func.__qualname__!r}", "on the CPU only the kernel's own body may hold one")
+            params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
+            program = BlockProgram(fdef.body, params, set(py_func.__code__.co_varnames), self.fail)
+            self.texts.append(ast.unparse(fdef))
+            self.block = (program, dict(ns, **rewriter.helpers, __name__=py_func.__module__))
+            self.in_progress.discard(id(py_func))
+            return None
         fdef.decorator_list = []
         fdef.name = f"{py_func.__name__}__cpu_body" if as_kernel else f"{py_func.__name__}__cpu_device"
         ctx_args = [ast.arg(arg=a) for a in _CTX]
@@ -158,6 +177,7 @@ class _Translator:
         ns.update(rewriter.helpers)
         ns["__name__"] = py_func.__module__
         text = ast.unparse(tree) + "\n"
+        self.texts.append(text)
         # Named by module, name and content: two functions of one name never share an entry
         # in linecache, whose text the cache key hashes.
         origin = f"{py_func.__module__}.{py_func.__qualname__} cpu translation {_digest(text)}"
@@ -184,6 +204,7 @@ class _Rewriter(ast.NodeTransformer):
         self.used: set[str] = set()
         self.helpers: dict[str, object] = {}
         self.writes_through_calls = False  # an atomic, device function or other jitted callee
+        self.block_features = False  # a barrier, shared array or collective: cuda_fission.py
 
     # -- resolving names ----------------------------------------------------------------------
 
@@ -207,12 +228,15 @@ class _Rewriter(ast.NodeTransformer):
         if path is not None and path.startswith("atomic."):
             return self.atomic(node, path.split(".", 1)[1])
         if path == "local.array":
-            node.func = self.helper("_kr_np_empty", _np_empty())
+            node.func = self.helper("_kr_np_empty", np_empty())
             return self.generic_visit(node)
         if path == "const.array_like":
             return self.visit(node.args[0])
-        if path is not None:
-            return self.refuse(path)
+        if path in BLOCK_CALLS:
+            return self.block_call(node, path)
+        if path is not None:  # a cast through numba.cuda.types, literal_unroll, an atomic as a value...
+            node.func = self.value_of(path)
+            return self.generic_visit(node)
         target = self.device_function(node.func)
         if target is not None:
             self.writes_through_calls = True
@@ -220,7 +244,23 @@ class _Rewriter(ast.NodeTransformer):
             node.args = [self.name(a) for a in _CTX] + [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
-        if not pure_callee(resolve(node.func, self.ns, self.local_names)):
+        callee = resolve(node.func, self.ns, self.local_names)
+        if callee is numba_literal_unroll():  # numba types it only when called by a plain name
+            node.func = self.numba_value("literal_unroll")
+            return self.generic_visit(node)
+        if callee is math.modf or is_bit_count(node):  # missing from numba's CPU target
+            from .cpu_intrinsics import bit_count, modf  # lazy: loads numba
+
+            if callee is math.modf:
+                node.func = self.helper("_kr_modf", modf)
+            else:
+                node.func, node.args = self.helper("_kr_bit_count", bit_count), [node.func.value]
+            return self.generic_visit(node)
+        if type(callee).__module__.startswith("numba.cuda"):  # e.g. a cuda.declare_device function
+            self.t.fail(f"{ast.unparse(node.func)!r}, a {type(callee).__name__} from numba.cuda",
+                        "it is CUDA C/C++, PTX or LTO-IR code with no Python source to run on a CPU",
+                        fix="Give the kernel a CPU twin that does its work in Python")
+        if not pure_callee(callee):
             self.writes_through_calls = True
         return self.generic_visit(node)
 
@@ -242,6 +282,32 @@ class _Rewriter(ast.NodeTransformer):
             return ast.Constant(32)
         if path == "laneid":
             return self.name("_kr_lane")
+        return self.numba_value(path)
+
+    def numba_value(self, path: str):
+        """What numba's CPU target knows by another name: a numba type reached through
+        ``numba.cuda.types``, ``literal_unroll``, an atomic or intrinsic passed as a value."""
+        import numba  # lazy: importing kernelrt loads no numba
+
+        from .cpu_intrinsics import INTRINSICS  # lazy: loads numba
+
+        if path in INTRINSICS:  # popc, fma, selp, fp16.*, libdevice.*...
+            return self.helper(f"_kr_{path.replace('.', '_')}", INTRINSICS[path])
+        head, _, rest = path.partition(".")
+        if head == "types" and isinstance(getattr(numba.types, rest, None), numba.types.Type):
+            return self.helper(f"_kr_type_{rest}", getattr(numba.types, rest))
+        if path == "literal_unroll":
+            return self.helper("_kr_literal_unroll", numba.literal_unroll)
+        if head == "atomic":
+            from .cpu_atomics import CHECKED_OPERATIONS, OPERATIONS  # lazy: loads numba
+
+            operations = CHECKED_OPERATIONS if self.t.debug else OPERATIONS
+            if rest in operations:
+                self.writes_through_calls = True
+                return self.helper(f"_kr_atomic_{rest}", operations[rest])
+        if path == "declare_device":
+            self.t.fail("cuda.declare_device", "it links CUDA C/C++ or PTX, which has no CPU meaning",
+                        fix="Give the kernel a CPU twin that does its work in Python")
         return self.refuse(path)
 
     def index_tuple(self, node: ast.Call, prefix: str):
@@ -265,6 +331,32 @@ class _Rewriter(ast.NodeTransformer):
         node.func = self.helper(f"_kr_atomic_{op}", operations[op])
         node.args = [self.visit(a) for a in node.args]
         return node
+
+    def block_call(self, node: ast.Call, path: str):
+        """A barrier, shared array or collective: a marker for cuda_fission.py."""
+        marker = BLOCK_CALLS[path]
+        args = [self.visit(a) for a in node.args]
+        keywords = {k.arg: self.visit(k.value) for k in node.keywords}
+        if path == "shared.array":
+            args = args + [keywords.pop(k) for k in ("shape", "dtype")[len(args):] if k in keywords]
+            if len(args) != 2 or (isinstance(args[0], ast.Constant) and args[0].value == 0):
+                self.t.fail("dynamic shared memory (cuda.shared.array(0, ...))",
+                            "its size comes from the launch, which the CPU backend does not take")
+        elif keywords:
+            self.t.fail(f"cuda.{path} with keyword arguments")
+        if marker.startswith("_kr_split"):
+            self.block_features = True
+            return ast.Call(ast.Name("_kr_split", ast.Load()), [ast.Constant(marker.split(":")[1])], [])
+        from .cpu_collectives import HELPERS  # lazy: importing kernelrt loads no numba
+
+        if marker == "_kr_activemask":
+            args = [self.name("_kr_tid"), self.name("_kr_nt"), self.name("_kr_s__kr_done")]
+        elif marker == "_kr_lanemask_lt":
+            args = [self.name("_kr_lane")]
+        if marker not in ("_kr_lanemask_lt", "_kr_fence", "_kr_nanosleep"):
+            self.block_features = True  # runs only in blocks
+        func = self.helper(marker, HELPERS[marker]) if marker in HELPERS else ast.Name(marker, ast.Load())
+        return ast.Call(func, args, [])
 
     def refuse(self, path: str):
         head = path.split(".")[0]
@@ -295,42 +387,3 @@ class _Rewriter(ast.NodeTransformer):
         if "_kr_lane" in self.used:
             lines.append("_kr_lane = (_kr_t0 + _kr_block[0] * (_kr_t1 + _kr_block[1] * _kr_t2)) % 32")
         return ast.parse("\n".join(lines)).body
-
-
-def _np_empty():
-    import numpy as np
-
-    return np.empty
-
-
-def _parse_as_imported(source: str, py_func, kernel_name: str) -> ast.Module:
-    """``source`` parsed, if it is the code this process imported as ``py_func``.
-
-    The text comes from the file as it is now (``inspect.getsource``), while the process
-    imported it earlier: an edit since would translate code that never ran here, and lines
-    shifted above it would make ``getsource`` read the wrong lines. Compiled on its own,
-    the text must give the imported function's arguments, locals, names and constants.
-    """
-    stale = CpuTranslationError(
-        f"kernel {kernel_name!r}: the file of {py_func.__qualname__!r} changed after it was imported, so "
-        f"the CPU translation would not be the code this process runs; restart the process")
-    if py_func.__name__ == "<lambda>":
-        return ast.parse(source)  # refused as a lambda by the caller
-    try:
-        tree = ast.parse(source)
-        module = compile(source, py_func.__code__.co_filename, "exec", dont_inherit=True)
-    except SyntaxError:
-        raise stale from None
-    code = next((c for c in module.co_consts if getattr(c, "co_name", None) == py_func.__name__), None)
-    alone = len(tree.body) == 1 and getattr(tree.body[0], "name", None) == py_func.__name__
-    if not alone or code is None or _fingerprint(code) != _fingerprint(py_func.__code__):
-        raise stale
-    return tree
-
-
-def _fingerprint(code) -> tuple:
-    # Not co_code: compiled alone, a closure's free variables become globals (other opcodes).
-    consts = tuple(_fingerprint(c) if hasattr(c, "co_code") else (type(c).__name__, repr(c))
-                   for c in code.co_consts)
-    return (code.co_argcount, code.co_kwonlyargcount, code.co_varnames,
-            frozenset(code.co_names) | frozenset(code.co_freevars), consts)

@@ -60,7 +60,7 @@ class Kernel:
     """
 
     def __init__(self, py_func: Callable[..., object], *, kind: str, ndim: int = 1, min_cc: ComputeCapability = None,
-                 signature: Any = None, fastmath: bool = False) -> None:
+                 signature: Any = None, fastmath: bool = False, debug: bool = False) -> None:
         if not callable(py_func) or not hasattr(py_func, "__code__"):
             raise TypeError(f"a kernel must be a Python function (got {type(py_func).__name__})")
         if kind not in ("thread", "cuda"):
@@ -75,6 +75,8 @@ class Kernel:
         self.min_cc = _normalize_cc(min_cc)
         self.raw_signature = signature
         self.options = {"fastmath": bool(fastmath)}
+        if debug:  # a cuda.jit(debug=True) kernel: CPUBackend runs it checked (raises as the GPU does)
+            self.options["debug"] = True
         self.cpu_twin = None
         self.params = self._parameters()
         functools.update_wrapper(self, py_func)
@@ -242,10 +244,11 @@ def adopt(func) -> Kernel | None:
     if not callable(py_func) or not hasattr(py_func, "__code__"):
         return None
     fastmath = bool(options.get("fastmath", False) or getattr(func, "_fastmath", False))
+    debug = bool(options.get("debug", False) or getattr(func, "_debug", False))
     adopted = py_func.__dict__.setdefault("__kernelrt_kernels__", {})
-    if fastmath not in adopted:
-        adopted[fastmath] = Kernel(py_func, kind="cuda", fastmath=fastmath)
-    return adopted[fastmath]
+    if (fastmath, debug) not in adopted:
+        adopted[fastmath, debug] = Kernel(py_func, kind="cuda", fastmath=fastmath, debug=debug)
+    return adopted[fastmath, debug]
 
 
 @overload

@@ -1,0 +1,100 @@
+"""The CPU driver of a kernel that synchronises: blocks in parallel, each a fissioned program.
+
+cuda_fission.py lays out one block's program; the per-thread arrays it needs take the
+types numba gives the kernel's variables, which depend on the launch's argument types. So
+the block function is written per signature, inside numba's typing: the entry calls a
+stub whose ``overload`` compiles the flat kernel (``probe_source``) for those argument
+types, reads the unified type of each stored variable from numba's type map, and returns
+the block function with its arrays typed. The entry itself is the usual ``prange`` over
+blocks, so the disk cache stores the whole thing like any translated kernel.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import codegen
+from .cuda_fission import BlockProgram
+
+__all__ = ["block_twin"]
+
+
+def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath: bool, debug: bool):
+    """``twin(grid, block, *args)`` running ``kernel``'s block program over every block."""
+    import numba  # lazy: importing kernelrt loads no numba
+    import numpy as np
+    from numba.extending import overload
+
+    from .cpu_collectives import HELPERS
+
+    program.source("_kr_layout")  # lays out the runs: which variables need per-thread arrays
+    ns = dict(ns, _kr_np=np, **HELPERS)
+    checks = {"boundscheck": True} if debug else {}
+    name = f"_kr_blocks_{kernel.name}"
+
+    def stub(bid, grid, block, *args):  # replaced by the overload below inside numba
+        raise NotImplementedError
+
+    stub.__name__ = name
+    made: dict = {}
+
+    @overload(stub, jit_options=dict(fastmath=fastmath, **checks), strict=False)
+    def _typed(bid, grid, block, *args):
+        key = tuple(args)
+        if key not in made:
+            made[key] = _block_function(kernel, program, ns, args, fastmath)
+        return made[key]
+
+    params = ", ".join(f"a_{p}" for p in kernel.params)
+    tail = f", {params}" if params else ""
+    src = (
+        f"def {kernel.name}__cpu(grid, block{tail}):\n"
+        f'    """CPU translation (in blocks) of the CUDA kernel {kernel.qualname} ({digest})."""\n'
+        "    nb = grid[0] * grid[1] * grid[2]\n"
+        "    for b in prange(nb):\n"
+        f"        {name}(b, grid, block{tail})\n"
+    )
+    entry_ns = {"prange": numba.prange, name: stub, "__name__": kernel.py_func.__module__}
+    return codegen.materialize(src, f"{kernel.name}__cpu", entry_ns, f"{kernel.qualname} cpu blocks {digest}")
+
+
+def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath: bool):
+    """The block function, its per-thread arrays typed for ``argtypes``."""
+    import numba  # lazy: importing kernelrt loads no numba
+    from numba.core import types
+    from numba.np.numpy_support import as_dtype
+
+    argtypes = tuple(types.unliteral(t) for t in argtypes)
+    probe_ns = dict(ns)
+    probe_src = program.probe_source(f"_kr_probe_{kernel.name}")
+    probe = codegen.materialize(probe_src, f"_kr_probe_{kernel.name}", probe_ns, f"{kernel.qualname} cpu probe")
+    ctx_count = probe.__code__.co_argcount - len(kernel.params) - 1
+    dims = types.UniTuple(types.int64, 3)
+    names = probe.__code__.co_varnames[:ctx_count]
+    ctx_types = tuple(dims if n in ("_kr_grid", "_kr_block") else types.int64 for n in names)
+    sig = ctx_types + (types.boolean[::1],) + argtypes
+    dispatcher = numba.njit(fastmath=fastmath)(probe)
+    try:
+        dispatcher.compile(sig)
+    except numba.core.errors.TypingError as e:
+        program.fail("code numba cannot type for the CPU", str(e).splitlines()[0])
+    result = dispatcher.overloads[sig]
+    typemap, typing = result.type_annotation.typemap, result.typing_context
+    storage = {}
+    for var in sorted(program.stored):
+        found = [types.unliteral(t) for k, t in typemap.items() if re.fullmatch(re.escape(var) + r"(\.\d+)?", k)]
+        if not found:
+            storage[var] = ("scalar", "float64")  # never assigned: read only as garbage, as on a GPU
+            continue
+        unified = typing.unify_types(*found) if len(found) > 1 else found[0]
+        if isinstance(unified, types.Boolean | types.Integer | types.Float | types.Complex):
+            storage[var] = ("scalar", as_dtype(unified).name)
+            continue
+        spec = program.local_array_spec(var) if isinstance(unified, types.Array) else None
+        if spec is None:
+            program.fail(f"the variable {var!r} ({unified}) across a barrier",
+                         "only numbers and cuda.local arrays keep a value per thread there")
+        storage[var] = ("local", *spec)
+    fn_name = f"_kr_block_{kernel.name}"
+    src = program.source(fn_name, storage)
+    return codegen.materialize(src, fn_name, dict(ns), f"{kernel.qualname} cpu block")
