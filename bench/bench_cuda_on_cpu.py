@@ -14,6 +14,11 @@ Three cases, each a ``numba.cuda`` kernel launched with ``CPUBackend.launch_kern
   each of its timed calls includes a pipe round trip of well under a millisecond;
 * ``cuda-on-cpu-atomic-histogram``: a grid-stride histogram through ``cuda.atomic.add``
   (256 bins, 2^24 values) against ``numpy.bincount``;
+* ``cuda-on-cpu-tiled-matmul``, ``-block-reduction``, ``-black-scholes``: kernels that
+  synchronise (numba-cuda's documented shared-memory matmul, a shared-memory tree
+  reduction) or call a device function (numba-cuda's Black-Scholes test), run in blocks or
+  with the device function inlined, against the hand-written ``njit(parallel=True)`` loop
+  (the target: within 1.2x; bench/cuda_block_kernels.py);
 * ``launch-cpu-numba-style``: the launch overhead of ``compiled[grid, block](...)`` against
   a direct call of the hand-written ``njit`` function, 1024 elements (GPU: bench_launch.py).
 """
@@ -24,6 +29,7 @@ import sys
 import textwrap
 
 import numba
+import cuda_block_kernels as cbk
 import numpy as np
 import pytest
 from benchlib import QUICK, tag
@@ -256,3 +262,69 @@ def test_launch_numba_style_hand_written(benchmark):
     tag(benchmark, "launch-cpu-numba-style", "peer", peer="numba njit(parallel=True) call",
         launches_per_round=launches, elements=1024)
     benchmark(run)
+
+
+# -- kernels that synchronise or call device functions (bench/cuda_block_kernels.py) ------------
+
+MATMUL = 256 if QUICK else 1024
+
+
+def _matrices():
+    rng = np.random.default_rng(1)
+    a, b = (rng.integers(-4, 5, (MATMUL, MATMUL)).astype(np.float32) for _ in range(2))
+    return a, b, np.zeros_like(a)
+
+
+def test_tiled_matmul_kernelrt(benchmark, cpu):
+    a, b, c = _matrices()
+    grid = (MATMUL // cbk.TPB, MATMUL // cbk.TPB)
+    cpu.launch_kernel(cbk.fast_matmul, grid, (cbk.TPB, cbk.TPB), a, b, c)
+    want = np.zeros_like(c)
+    cbk.matmul_loop(a, b, want)
+    np.testing.assert_array_equal(c, want)  # exact: integer-valued float32 sums in the same k order
+    tag(benchmark, "cuda-on-cpu-tiled-matmul", "kernelrt", elements=MATMUL * MATMUL)
+    benchmark(cpu.launch_kernel, cbk.fast_matmul, grid, (cbk.TPB, cbk.TPB), a, b, c)
+
+
+def test_tiled_matmul_hand_written(benchmark):
+    a, b, c = _matrices()
+    cbk.matmul_loop(a, b, c)
+    tag(benchmark, "cuda-on-cpu-tiled-matmul", "peer", peer="hand-written njit(parallel=True)",
+        elements=MATMUL * MATMUL)
+    benchmark(cbk.matmul_loop, a, b, c)
+
+
+def _blocks():
+    a = np.random.default_rng(2).standard_normal(N)
+    return a, np.zeros(N // cbk.REDUCE_BLOCK)
+
+
+def test_block_reduction_kernelrt(benchmark, cpu):
+    a, out = _blocks()
+    cpu.launch_kernel(cbk.block_sums, out.size, cbk.REDUCE_BLOCK, a, out)
+    # a tree against a straight sum of 256 normal values: a few ulp of the block's magnitude
+    np.testing.assert_allclose(out, a.reshape(-1, cbk.REDUCE_BLOCK).sum(1), rtol=0, atol=1e-12)
+    tag(benchmark, "cuda-on-cpu-block-reduction", "kernelrt", elements=N)
+    benchmark(cpu.launch_kernel, cbk.block_sums, out.size, cbk.REDUCE_BLOCK, a, out)
+
+
+def test_block_reduction_hand_written(benchmark):
+    a, out = _blocks()
+    cbk.block_sums_loop(a, out)
+    tag(benchmark, "cuda-on-cpu-block-reduction", "peer", peer="hand-written njit(parallel=True)", elements=N)
+    benchmark(cbk.block_sums_loop, a, out)
+
+
+def test_black_scholes_kernelrt(benchmark, cpu):
+    call, put, s, x, t = cbk.options(N)
+    grid = (N + BLOCK - 1) // BLOCK
+    cpu.launch_kernel(cbk.black_scholes, grid, BLOCK, call, put, s, x, t, 0.02, 0.30)
+    tag(benchmark, "cuda-on-cpu-black-scholes", "kernelrt", elements=N)
+    benchmark(cpu.launch_kernel, cbk.black_scholes, grid, BLOCK, call, put, s, x, t, 0.02, 0.30)
+
+
+def test_black_scholes_hand_written(benchmark):
+    call, put, s, x, t = cbk.options(N)
+    cbk.black_scholes_loop(call, put, s, x, t, 0.02, 0.30)
+    tag(benchmark, "cuda-on-cpu-black-scholes", "peer", peer="hand-written njit(parallel=True)", elements=N)
+    benchmark(cbk.black_scholes_loop, call, put, s, x, t, 0.02, 0.30)

@@ -25,6 +25,7 @@ Run: ``kernelrt bench sfap`` (or ``python -m pytest bench/bench_sfap.py --benchm
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -129,6 +130,9 @@ class MyoGenPeer:
         try:
             reply = json.loads(line)
         except json.JSONDecodeError:  # the peer died or printed something else: say what it wrote
+            if not line:  # end of its output: let it exit, so its code and all its stderr are there
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(timeout=30)
             self._stderr.seek(0)
             tail = self._stderr.read()[-1500:]
             raise RuntimeError(f"myogen peer (exit code {self._proc.poll()}) replied {line[:200]!r}; "

@@ -105,6 +105,18 @@ def check_kernel_arguments(kernel, args, *, backend: str, typeof, declared=None)
                 f"argument {name!r} of {kernel.name!r} is a CUDA {describe(a)}; CPUBackend "
                 f"kernels take numpy arrays (copy it with the CUDA backend's to_host)"
             )
+        if backend == "cpu" and getattr(getattr(a, "dtype", None), "char", None) == "e":
+            raise KernelArgumentError(
+                f"argument {name!r} of {kernel.name!r} is a float16 {describe(a)}; numba's CPU target has no "
+                f"float16, so CPUBackend cannot take it: pass a float32 array (it holds every half exactly; "
+                f"cuda.fp16 functions round their results to half on the CPU too) or launch on a CUDABackend"
+            )
+        if backend == "cpu" and isinstance(a, np.void):
+            raise KernelArgumentError(
+                f"argument {name!r} of {kernel.name!r} is a NumPy record scalar; numba's parallel CPU loop "
+                f"cannot take one, so CPUBackend cannot: pass the record array and an index, or launch on a "
+                f"CUDABackend"
+            )
         if backend == "cuda" and isinstance(a, np.ndarray):
             raise BackendMismatchError(
                 f"argument {name!r} of {kernel.name!r} is a host numpy {describe(a)}; "

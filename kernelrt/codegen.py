@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import linecache
 
-__all__ = ["cuda_entry_source", "cpu_entry_source", "cpu_index_arity", "materialize"]
+__all__ = ["cuda_entry_source", "cpu_entry_source", "cpu_index_arity", "error_model", "materialize"]
 
 _INDEX = ("i", "j", "k")
 
@@ -89,3 +89,9 @@ def materialize(source: str, func_name: str, namespace: dict, origin: str):
     code = compile(source, filename, "exec")
     exec(code, namespace)
     return namespace[func_name]
+
+
+def error_model(fastmath: bool) -> str:
+    """numba's error model for a CUDA kernel's CPU code: a fast-math float division by zero
+    gives inf on the GPU even in debug mode, an exact one raises there (debug=True)."""
+    return "numpy" if fastmath else "python"

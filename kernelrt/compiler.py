@@ -123,6 +123,8 @@ def cpu_dispatcher(kernel: Kernel, debug: bool = False):
         # Debug code runs serially: numba drops an IndexError raised inside a prange loop.
         parallel = (kernel.kind == "thread" or "prange" in entry.__code__.co_names) and not debug
         checks = {"boundscheck": True} if debug else {}  # unset otherwise: NUMBA_DEBUGINFO may set it
+        if kernel.kind == "cuda":  # a fast-math division by zero gives inf, as on a GPU
+            checks["error_model"] = codegen.error_model(kernel.options["fastmath"])
         return numba.njit(parallel=parallel, nogil=True, fastmath=kernel.options["fastmath"], **checks)(entry)
 
     return _dispatcher(kernel, "cpu:debug" if debug else "cpu", make)

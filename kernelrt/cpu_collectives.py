@@ -12,7 +12,8 @@ functions read those stores with numba-cuda's semantics:
   returned;
 * ``syncthreads_count``, ``syncthreads_and``, ``syncthreads_or`` over the block's threads
   that have not returned (int32, as numba-cuda types them);
-* ``activemask`` (the warp's lanes that exist and have not returned) and ``lanemask_lt``.
+* ``activemask`` (the warp's lanes that reached the call: their guards held, they have not
+  returned) and ``lanemask_lt``.
 
 A lane that skipped the collective's ``if`` (a thread-dependent one) still counts if the
 mask names it, with the operand it stored last: a mask that names inactive lanes is
@@ -121,6 +122,22 @@ def match_all(vals, tid, nt, done, mask):
 
 
 @njit
+def active(vals, tid, nt, done, mask):
+    """activemask: the warp's lanes that reached this point (their guards held)."""
+    base, bits = _lanes(tid, nt, done, mask)
+    out = 0
+    for lane in range(_WARP):
+        if (bits >> lane) & 1 and vals[base + lane]:
+            out |= 1 << lane
+    return np.uint32(out)
+
+
+@njit(inline="always")
+def is_active():
+    return True
+
+
+@njit
 def block_count(vals, done):
     n = 0
     for t in range(vals.shape[0]):
@@ -145,11 +162,6 @@ def block_or(vals, done):
     return np.int32(0)
 
 
-@njit
-def activemask(tid, nt, done):
-    return np.uint32(_lanes(tid, nt, done, 0xFFFFFFFF)[1])
-
-
 @njit(inline="always")
 def lanemask_lt(lane):
     return np.uint32((1 << lane) - 1)
@@ -171,6 +183,6 @@ HELPERS = {
     "_kr_coll_shfl_idx": shfl_idx, "_kr_coll_shfl_up": shfl_up, "_kr_coll_shfl_down": shfl_down,
     "_kr_coll_shfl_xor": shfl_xor, "_kr_coll_all": vote_all, "_kr_coll_any": vote_any,
     "_kr_coll_eq": vote_eq, "_kr_coll_ballot": ballot, "_kr_coll_match_any": match_any,
-    "_kr_coll_match_all": match_all, "_kr_activemask": activemask, "_kr_lanemask_lt": lanemask_lt,
+    "_kr_coll_match_all": match_all, "_kr_coll_active": active, "_kr_active": is_active, "_kr_lanemask_lt": lanemask_lt,
     "_kr_fence": fence, "_kr_nanosleep": nanosleep,
 }

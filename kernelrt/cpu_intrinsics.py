@@ -2,8 +2,8 @@
 
 ``INTRINSICS`` maps a path under ``numba.cuda``, as a kernel names it (``"popc"``,
 ``"fp16.hadd"``, ``"libdevice.sinf"``), to a function numba compiles for the CPU with the
-GPU's typing (the same signatures as numba-cuda's, unsafe argument conversions included:
-``cuda.brev`` of an int64 reverses its low 32 bits there too) and the GPU's results:
+GPU's typing (numba-cuda's signatures, unsafe argument conversions included: ``cuda.brev``
+of an int64 reverses its low 32 bits there too) and the GPU's results:
 
 * ``popc``, ``clz`` (int8...uint64, the result of the argument's type, counted over its own
   width: ``clz(0)`` is the width), ``brev`` (uint32, uint64), ``ffs`` (uint32: the 1-based
@@ -12,29 +12,31 @@ GPU's typing (the same signatures as numba-cuda's, unsafe argument conversions i
   always the same bits), ``selp(test, a, b)`` (``a`` and ``b`` of one type: float64, float32,
   [u]int16, [u]int32, [u]int64; the GPU wants a bool test, the CPU takes any truth value).
 * ``fp16.*``: numba's CPU target has no float16 at all (no scalars, no arrays), so a half is
-  carried in a float32, which holds every half exactly. Each ``fp16`` function rounds its
-  arguments to half first, as the GPU converts them to ``__half`` (ties to even, overflow to
-  inf), and its result (float32 holding a half, or bool), so chains of them give the GPU's
-  values. Bit for bit the GPU's: ``hadd hsub hmul hfma`` (one rounding, no intermediate
-  float), ``hneg habs``, the ordered comparisons (false for NaN, ``hne`` included),
-  ``hmax``/``hmin`` (the other argument for a NaN, +0 above -0, as cuda_fp16.h documents;
-  ``__hmax_nan``/``__hmin_nan`` give NaN), ``hceil hfloor htrunc hrint``. Correctly rounded
-  here, from float64 libm: ``hdiv hsqrt hrcp hrsqrt`` and ``hsin hcos hexp hexp2 hexp10 hlog
-  hlog2 hlog10 htanh htanh_approx``; the GPU computes these through float32 hardware
-  approximations (``rcp.approx``, ``sin`` by a polynomial, ``ex2.approx``...) with fix-ups for
-  the inputs where those misround (cuda_fp16.hpp), so a GPU result can be one half-ulp off
-  for some inputs (``htanh_approx``, a plain ``tanh.approx.f16``, more often). NaN payloads
-  and signs are not the GPU's canonical 0x7fff.
+  carried in a float32, which holds every half exactly. Each function rounds its arguments
+  to half first, as the GPU converts them to ``__half`` (ties to even, overflow to inf), and
+  its result (a float32 holding a half, or a bool), so chains of them give the GPU's values.
+  Bit for bit the GPU's: ``hadd hsub hmul hfma`` (one rounding), ``hneg habs hceil hfloor
+  htrunc hrint``, the ordered comparisons (false for NaN, ``hne`` too) and the unordered
+  ``__hequ``..., ``hmax``/``hmin`` (the other argument for a NaN, +0 above -0, as
+  cuda_fp16.h documents; ``__hmax_nan``/``__hmin_nan`` give NaN), ``__hisnan __hisinf
+  __float2half __double2half __half2float``, the ``__hadd``-style aliases, and ``hsin hcos``
+  (checked against cuda_fp16.hpp's float32 algorithm and fix-ups over every half). The
+  float64 libm result rounded once to half: ``hdiv hsqrt hrcp hrsqrt hexp hexp2 hexp10 hlog
+  hlog2 hlog10 htanh htanh_approx``; the GPU computes these from float32 hardware
+  approximations (``rcp.approx``, ``ex2.approx``, ``lg2.approx``...) plus fix-ups for the
+  inputs where those misround, so expect it one half-ulp away on rare inputs, more often
+  for ``htanh_approx`` (a plain ``tanh.approx.f16``). NaN payloads are not the GPU's 0x7fff.
 * ``libdevice.*``: cpu_libdevice.py, plus ``float2half_rn`` and ``half2float`` here.
 
-``modf(x)`` is ``math.modf`` (numba's CPU target lacks it): numba-cuda's typing (float32
-gives float32s), Python's and C's values: ``(-0.0, -3.0)`` for -3.0, ``(0.0, inf)`` for inf,
-NaNs for NaN. ``bit_count(x)`` is ``int.bit_count``: the set bits of ``abs(x)``, an int64.
+``modf(x)`` is ``math.modf`` (numba's CPU target lacks it), with numba-cuda's typing (float32
+gives float32s, integers float64s) and Python's and C's values: ``(-0.0, -3.0)`` for -3.0,
+``(0.0, inf)`` for inf, NaNs for NaN. ``bit_count(x)`` is ``int.bit_count``: the number of
+ones in ``abs(x)``, an int64.
 
 Not covered: Python operators on halves (``a + b`` of two fp16 results computes in float32
-here, in half on the GPU: call ``fp16.hadd`` for the GPU's value), ``numba.float16``
-casts and float16 arrays, the other ``fp16.__*`` functions (conversions, ``_sat``, ``_relu``).
-Imported only by the translation (cuda_on_cpu.py), never by ``import kernelrt``.
+here, in half on the GPU: ``fp16.hadd`` gives the GPU's value), ``numba.float16`` casts and
+float16 arrays, the ``fp16`` integer conversions and ``_sat``/``_relu`` variants. Imported
+by the translation only (cuda_on_cpu.py), never by ``import kernelrt``.
 """
 
 from __future__ import annotations
@@ -68,6 +70,9 @@ _INTS = (types.int8, types.int16, types.int32, types.int64, types.uint8, types.u
 _SELP = (types.float64, types.float32, types.int16, types.uint16, types.int32, types.uint32, types.int64,
          types.uint64)
 _F32, _F64 = types.float32, types.float64
+
+# -- rounding to half, as the GPU's conversions --------------------------------------------------
+
 
 @register_jitable
 def round_half(x: float, sticky: float) -> float:
@@ -112,7 +117,6 @@ def _half_value(bits: int) -> float:
     else:
         v = math.ldexp(np.float64(m if e == 0 else m + 1024), (1 if e == 0 else e) - 25)
     return -v if u & 0x8000 else v
-
 
 
 # -- numba.cuda.popc & co: numba-cuda's cases (numba/cuda/cudadecl.py) ------------------------
@@ -233,6 +237,8 @@ def _fp16() -> dict[str, object]:
     for name in ("hadd", "hsub", "hmul", "hdiv", "hfma", "hneg", "habs", "heq", "hne", "hgt", "hge", "hlt", "hle",
                  "hmax", "hmin"):
         functions["__" + name] = functions[name]  # cuda_fp16.h's names, the same functions
+    for name in ("hadd", "hsub", "hmul"):
+        functions[f"__{name}_rn"] = functions[name]  # "_rn" only forbids contraction into an fma
     return functions
 
 

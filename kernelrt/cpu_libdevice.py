@@ -81,13 +81,12 @@ def concrete(name: str, cases: list, impl) -> object:
 
 
 def _ir(name: str, n: int, build, kind=types.Integer) -> object:
-    """An intrinsic on ``n`` values of one ``kind`` type: ``build(builder, signed, *values)``."""
+    """An intrinsic on ``n`` values of one ``kind`` type, returning that type: ``build(builder, *values)``."""
 
     def body(typingctx, args) -> object:
         if not (isinstance(args[0], kind) and all(a == args[0] for a in args)):
             return None
-        signed = getattr(args[0], "signed", True)
-        return signature(args[0], *args), lambda context, builder, sig, a: build(builder, signed, *a)
+        return signature(args[0], *args), lambda context, builder, sig, a: build(builder, *a)
 
     return _arity(n, body, name)
 
@@ -105,7 +104,7 @@ def _high(builder, signed: bool, x, y) -> ir.Value:
 
 
 def _pick(signed: bool, want_max: bool) -> object:
-    def build(b, _, x, y) -> ir.Value:
+    def build(b, x, y) -> ir.Value:
         bigger = b.icmp_signed(">", x, y) if signed else b.icmp_unsigned(">", x, y)
         return b.select(bigger, x, y) if want_max else b.select(bigger, y, x)
     return build
@@ -113,7 +112,7 @@ def _pick(signed: bool, want_max: bool) -> object:
 
 def _halving(signed: bool, rounded: bool) -> object:
     """libdevice's ``hadd``/``rhadd``/``uhadd``/``urhadd``: (x + y [+ 1]) >> 1 without overflow."""
-    def build(b, _, x, y) -> ir.Value:
+    def build(b, x, y) -> ir.Value:
         half = (b.ashr if signed else b.lshr)(b.xor(x, y), ir.Constant(x.type, 1))
         return b.sub(b.or_(x, y), half) if rounded else b.add(b.and_(x, y), half)
     return build
@@ -121,7 +120,7 @@ def _halving(signed: bool, rounded: bool) -> object:
 
 def _mul24(signed: bool) -> object:
     """The low 32 bits of the product of the low 24 bits, sign- or zero-extended (libdevice)."""
-    def build(b, _, x, y) -> ir.Value:
+    def build(b, x, y) -> ir.Value:
         eight = ir.Constant(x.type, 8)
         shift = b.ashr if signed else b.lshr
         return b.mul(shift(b.shl(x, eight), eight), shift(b.shl(y, eight), eight))
@@ -130,19 +129,19 @@ def _mul24(signed: bool) -> object:
 
 def _sad(signed: bool) -> object:
     """z + |x - y| (PTX ``sad``), the difference taken as unsigned."""
-    def build(b, _, x, y, z) -> ir.Value:
+    def build(b, x, y, z) -> ir.Value:
         less = b.icmp_signed("<", x, y) if signed else b.icmp_unsigned("<", x, y)
         return b.add(z, b.select(less, b.sub(y, x), b.sub(x, y)))
     return build
 
 
-ctpop = _ir("ctpop", 1, lambda b, s, x: b.ctpop(x))
-ctlz = _ir("ctlz", 1, lambda b, s, x: b.ctlz(x, _i1(0)))  # ctlz(0) is the width, as on the GPU
-cttz = _ir("cttz", 1, lambda b, s, x: b.cttz(x, _i1(0)))
-bitreverse = _ir("bitreverse", 1, lambda b, s, x: b.bitreverse(x))
-fused = _ir("fused", 3, lambda b, s, x, y, z: b.fma(x, y, z), types.Float)  # llvm.fma: rounded once
-fdiv = _ir("fdiv", 2, lambda b, s, x, y: b.fdiv(x, y), types.Float)  # never a ZeroDivisionError
-_abs = _ir("abs", 1, lambda b, s, x: b.select(b.icmp_signed(">=", x, ir.Constant(x.type, 0)), x, b.neg(x)))
+ctpop = _ir("ctpop", 1, lambda b, x: b.ctpop(x))
+ctlz = _ir("ctlz", 1, lambda b, x: b.ctlz(x, _i1(0)))  # ctlz(0) is the width, as on the GPU
+cttz = _ir("cttz", 1, lambda b, x: b.cttz(x, _i1(0)))
+bitreverse = _ir("bitreverse", 1, lambda b, x: b.bitreverse(x))
+fused = _ir("fused", 3, lambda b, x, y, z: b.fma(x, y, z), types.Float)  # llvm.fma: rounded once
+fdiv = _ir("fdiv", 2, lambda b, x, y: b.fdiv(x, y), types.Float)  # never a ZeroDivisionError
+_abs = _ir("abs", 1, lambda b, x: b.select(b.icmp_signed(">=", x, ir.Constant(x.type, 0)), x, b.neg(x)))
 
 
 @intrinsic
@@ -295,11 +294,11 @@ _INT_OPS = {
     "ii>i": {"hadd": _halving(True, False), "rhadd": _halving(True, True), "uhadd": _halving(False, False),
              "urhadd": _halving(False, True), "max": _pick(True, True), "min": _pick(True, False),
              "umax": _pick(False, True), "umin": _pick(False, False), "mul24": _mul24(True),
-             "umul24": _mul24(False), "mulhi": lambda b, s, x, y: _high(b, True, x, y),
-             "umulhi": lambda b, s, x, y: _high(b, False, x, y)},
+             "umul24": _mul24(False), "mulhi": lambda b, x, y: _high(b, True, x, y),
+             "umulhi": lambda b, x, y: _high(b, False, x, y)},
     "ll>l": {"llmax": _pick(True, True), "llmin": _pick(True, False), "ullmax": _pick(False, True),
-             "ullmin": _pick(False, False), "mul64hi": lambda b, s, x, y: _high(b, True, x, y),
-             "umul64hi": lambda b, s, x, y: _high(b, False, x, y)},
+             "ullmin": _pick(False, False), "mul64hi": lambda b, x, y: _high(b, True, x, y),
+             "umul64hi": lambda b, x, y: _high(b, False, x, y)},
     "iii>i": {"sad": _sad(True), "usad": _sad(False)},
 }
 _OTHERS = {

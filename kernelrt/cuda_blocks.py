@@ -32,34 +32,40 @@ def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath
     checks = {"boundscheck": True} if debug else {}
     name = f"_kr_blocks_{kernel.name}"
 
-    def stub(bid, grid, block, *args):  # replaced by the overload below inside numba
-        raise NotImplementedError
-
-    stub.__name__ = name
     made: dict = {}
-
-    @overload(stub, jit_options=dict(fastmath=fastmath, **checks), strict=False)
-    def _typed(bid, grid, block, *args):
-        key = tuple(args)
-        if key not in made:
-            made[key] = _block_function(kernel, program, ns, args, fastmath)
-        return made[key]
-
     params = ", ".join(f"a_{p}" for p in kernel.params)
     tail = f", {params}" if params else ""
-    src = (
-        f"def {kernel.name}__cpu(grid, block{tail}):\n"
-        f'    """CPU translation (in blocks) of the CUDA kernel {kernel.qualname} ({digest})."""\n'
-        "    nb = grid[0] * grid[1] * grid[2]\n"
-        "    for b in prange(nb):\n"
-        f"        {name}(b, grid, block{tail})\n"
-    )
+    doc = f'    """CPU translation (in blocks) of the CUDA kernel {kernel.qualname} ({digest})."""\n'
+    if program.grid_mode:  # one call: the grid program runs its phases over the blocks itself
+        def stub(grid, block, *args):  # replaced by the overload below inside numba
+            raise NotImplementedError
+
+        parallel = {"parallel": not debug}  # debug runs serially: numba drops errors raised in prange
+        body = f"    {name}(grid, block{tail})\n"
+    else:
+        def stub(bid, grid, block, *args):  # replaced by the overload below inside numba
+            raise NotImplementedError
+
+        parallel = {}
+        body = f"    nb = grid[0] * grid[1] * grid[2]\n    for b in prange(nb):\n        {name}(b, grid, block{tail})\n"
+    stub.__name__ = name
+
+    options = dict(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks, **parallel)
+
+    @overload(stub, jit_options=options, strict=False)
+    def _typed(*signature):
+        args = signature[2:] if program.grid_mode else signature[3:]
+        if args not in made:
+            made[args] = _block_function(kernel, program, ns, args, fastmath, checks)
+        return made[args]
+
+    src = f"def {kernel.name}__cpu(grid, block{tail}):\n" + doc + body
     entry_ns = {"prange": numba.prange, name: stub, "__name__": kernel.py_func.__module__}
     return codegen.materialize(src, f"{kernel.name}__cpu", entry_ns, f"{kernel.qualname} cpu blocks {digest}")
 
 
-def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath: bool):
-    """The block function, its per-thread arrays typed for ``argtypes``."""
+def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath: bool, checks: dict):
+    """The block function (or grid program), its per-thread arrays typed for ``argtypes``."""
     import numba  # lazy: importing kernelrt loads no numba
     from numba.core import types
     from numba.np.numpy_support import as_dtype
@@ -97,4 +103,9 @@ def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath:
         storage[var] = ("local", *spec)
     fn_name = f"_kr_block_{kernel.name}"
     src = program.source(fn_name, storage)
-    return codegen.materialize(src, fn_name, dict(ns), f"{kernel.qualname} cpu block")
+    ns = dict(ns, prange=numba.prange)
+    function = codegen.materialize(src, fn_name, ns, f"{kernel.qualname} cpu block")
+    if program.grid_mode:  # the phase function, called per block from the grid program's prange
+        phase = ns[f"{fn_name}_phase"]
+        ns[f"{fn_name}_phase"] = numba.njit(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks)(phase)
+    return function

@@ -34,6 +34,7 @@ from .fission_ast import (
     SHARED,
     SPLIT,
     Flatten,
+    constants_in,
     has_split,
     is_split,
     loose_jumps,
@@ -45,7 +46,9 @@ from .fission_ast import (
     top_targets,
     user_name,
     without_returns,
+    written_first,
 )
+from .fission_grid import grid_source, has_grid_split
 
 __all__ = ["BlockProgram", "COLLECTIVES"]
 
@@ -56,8 +59,9 @@ COLLECTIVES = {
     "_kr_coll_shfl_down": ("warp", False), "_kr_coll_shfl_xor": ("warp", False),
     "_kr_coll_all": ("warp", False), "_kr_coll_any": ("warp", False), "_kr_coll_eq": ("warp", False),
     "_kr_coll_ballot": ("warp", False), "_kr_coll_match_any": ("warp", False),
-    "_kr_coll_match_all": ("warp", False),
+    "_kr_coll_match_all": ("warp", False), "_kr_coll_active": ("warp", False),
 }
+ACTIVE = "_kr_active"  # activemask's operand: whether the thread runs this point (the guards)
 _BLOCK_CTX = {f"_kr_{p}{d}" for p in ("b", "bd", "gd", "n") for d in range(3)} | {"_kr_grid", "_kr_block", "_kr_nt"}
 _THREAD_CTX = {f"_kr_{p}{d}" for p in ("t", "g") for d in range(3)} | {"_kr_lane", "_kr_tid"}
 _TID = "_kr_tid"
@@ -79,6 +83,7 @@ class BlockProgram:
 
     def __post_init__(self):
         self.body = self._hoist_shared(self._normalize(self.body))
+        self.grid_mode = any(has_grid_split(s) for s in self.body)
         self._analyse()
         self.runs: list[list] = []  # filled by source(): each run's statements
         self._loop_depth_runs: list[bool] = []
@@ -132,7 +137,8 @@ class BlockProgram:
             if isinstance(s, ast.Assign) and marker(s.value) == SHARED:
                 if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name):
                     self.fail("cuda.shared.array assigned to something other than a name")
-                self.shared.append((s.targets[0].id, s.value.args[0], s.value.args[1]))
+                shape, dtype = (constants_in(a, self.body, self.locals) for a in s.value.args[:2])
+                self.shared.append((s.targets[0].id, shape, dtype))
                 self.block_vars.add(s.targets[0].id)
                 continue
             for name in ("body", "orelse", "finalbody"):
@@ -241,19 +247,24 @@ class BlockProgram:
         """
         self._storage = storage or {}
         self._layout_only = storage is None
-        self._run_refs: list[tuple[set, bool]] = []
+        self._run_refs: list[tuple[set, bool, list]] = []
         self._n_pred = 0
         lines: list[str] = []
-        self._emit(self.body, 1, [], False, lines)
+        if self.grid_mode:
+            text = grid_source(self, name, storage)
+        else:
+            self._emit(self.body, 1, [], False, lines)
         if storage is None:
             counts: dict[str, int] = {}
-            for refs, in_loop in self._run_refs:
-                for v in refs & self.thread_vars:
-                    counts[v] = counts.get(v, 0) + (2 if in_loop else 1)
+            for refs, in_loop, run in self._run_refs:
+                for v in refs & self.thread_vars:  # a run in a loop carries what it reads first
+                    counts[v] = counts.get(v, 0) + (2 if in_loop and not written_first(run, v) else 1)
             self.stored = {v for v, c in counts.items() if c > 1} | self.forced_store | \
                 {f"_kr_p{k}" for k in range(self._n_pred)}
             self.thread_vars |= {f"_kr_p{k}" for k in range(self._n_pred)}
             return ""
+        if self.grid_mode:
+            return text
         head = [f"def {name}(_kr_bid, _kr_grid, _kr_block{''.join(', ' + p for p in self.params)}):"]
         head += [f"    _kr_bd{d} = _kr_block[{d}]" for d in range(3)] + [f"    _kr_gd{d} = _kr_grid[{d}]" for d in range(3)]
         head += ["    _kr_nt = _kr_bd0 * _kr_bd1 * _kr_bd2", "    _kr_b0 = _kr_bid % _kr_gd0",
@@ -320,7 +331,7 @@ class BlockProgram:
             for node in loose_jumps(s):
                 self.fail(f"'{ast.unparse(node)}' out of a loop that holds a barrier, in thread-dependent code")
         refs = set().union(*(names(s) for s in run)) | set().union(*(names(ast.parse(g)) for g in guards))
-        self._run_refs.append((refs, in_loop))
+        self._run_refs.append((refs, in_loop, run))
         if self._layout_only:
             return
         pad = "    " * indent
@@ -331,12 +342,15 @@ class BlockProgram:
         body += [f"{inner}_kr_g{d} = _kr_b{d} * _kr_bd{d} + _kr_t{d}" for d in range(3)]
         stored = refs & self.stored
         body += [f"{inner}{v} = _kr_s_{v}[_kr_tid]" for v in sorted(stored)]
+        active = [s for s in run if isinstance(s, ast.Assign) and marker(s.value) == ACTIVE]
+        for s in active:  # stored before the guards: a skipping thread records that it skipped
+            body.append(f"{inner}_kr_s_{s.targets[0].id}[_kr_tid] = {' and '.join(guards) or 'True'}")
         if guards:
             body += [f"{inner}if not ({' and '.join(guards)}):", f"{inner}    continue"]
-        stmts = [self._local_array_view(copy.deepcopy(s)) for s in run]
+        stmts = [self._local_array_view(copy.deepcopy(s)) for s in run if s not in active]
         stmts, _ = without_returns(stmts, False)
         body += [inner + line for s in stmts for line in ast.unparse(s).splitlines()]
-        written = set().union(*(stored_names(s) for s in run)) & stored
+        written = set().union(*(stored_names(s) for s in run if s not in active)) & stored
         body += [f"{inner}_kr_s_{v}[_kr_tid] = {v}" for v in sorted(written)
                  if self._storage[v][0] == "scalar"]
         lines.extend(body)
@@ -370,5 +384,3 @@ class BlockProgram:
         ast.fix_missing_locations(flat)
         lines = [("    " + line) for line in ast.unparse(flat).splitlines()]
         return "\n".join(head + (lines or ["    pass"]) + ["    return None"]) + "\n"
-
-

@@ -16,11 +16,11 @@ import functools
 import types
 
 __all__ = ["BLOCK_CALLS", "REFUSED", "SUPPORTED", "cuda_path", "device_py_func", "is_bit_count", "np_empty",
-           "numba_literal_unroll", "pure_callee", "resolve"]
+           "numba_copy_of", "numba_literal_unroll", "pure_callee", "resolve"]
 
 # CUDA features the CPU translation refuses, and the words that say why.
 REFUSED = {
-    "cg": "a grid-wide barrier (cooperative groups) is not split into grid-wide loops yet",
+    "cg": "of cooperative groups the CPU backend runs only cuda.cg.this_grid() and its sync()",
 }
 SUPPORTED = ("grid, gridsize, threadIdx, blockIdx, blockDim, gridDim, laneid, warpsize, atomic.*, "
              "local.array, const.array_like, shared.array, syncthreads*, syncwarp, shfl_*sync, "
@@ -34,7 +34,7 @@ BLOCK_CALLS = {
     "shfl_down_sync": "_kr_coll_shfl_down", "shfl_xor_sync": "_kr_coll_shfl_xor",
     "all_sync": "_kr_coll_all", "any_sync": "_kr_coll_any", "eq_sync": "_kr_coll_eq",
     "ballot_sync": "_kr_coll_ballot", "match_any_sync": "_kr_coll_match_any",
-    "match_all_sync": "_kr_coll_match_all", "activemask": "_kr_activemask",
+    "match_all_sync": "_kr_coll_match_all", "activemask": "_kr_coll_active",
     "lanemask_lt": "_kr_lanemask_lt", "threadfence": "_kr_fence", "threadfence_block": "_kr_fence",
     "threadfence_system": "_kr_fence", "nanosleep": "_kr_nanosleep",
 }
@@ -121,6 +121,11 @@ def pure_callee(value) -> bool:
 def is_bit_count(node: ast.Call) -> bool:
     """``x.bit_count()`` (``int.bit_count``)."""
     return isinstance(node.func, ast.Attribute) and node.func.attr == "bit_count" and not node.args
+
+
+def numba_copy_of(value, name: str) -> bool:
+    """Whether ``value`` is numba-cuda's or the simulator's own copy of numba's ``name``."""
+    return getattr(value, "__name__", None) == name and (getattr(value, "__module__", "") or "").startswith("numba")
 
 
 def numba_literal_unroll() -> object:

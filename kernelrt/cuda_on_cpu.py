@@ -6,25 +6,22 @@ built-ins into values of the thread's position in the launch (grid x block per a
 intrinsics, ``fp16`` and ``libdevice`` their CPU versions (cpu_intrinsics.py); casts through
 ``numba.cuda.types`` numba's types; ``cuda.local.array`` a per-thread array; device functions
 and kernels it calls are translated the same way. A kernel without barriers becomes one
-``njit(parallel=True)`` loop over its threads. A kernel with barriers, shared memory or
-warp collectives runs in blocks: each block's threads as loops split at the barriers
-(cuda_fission.py, cuda_blocks.py, cpu_collectives.py), blocks in parallel.
-
-What has no CPU meaning (a grid-wide barrier, dynamic shared memory, CUDA C/C++ through
-``declare_device``, a barrier in a loop whose trip count differs between threads) is
-refused with ``CpuTranslationError``, naming the feature, the reason and the way out,
-before anything compiles or runs. Names resolve through the kernel's globals and closure,
-however ``numba.cuda`` was imported. Nothing here needs a CUDA toolkit, driver or simulator.
+``njit(parallel=True)`` loop over its threads; one with barriers, shared memory or warp
+collectives runs in blocks, each block's threads as loops split at the barriers, blocks in
+parallel (cuda_fission.py, cuda_blocks.py); a grid-wide barrier cuts it into phases, each a
+parallel loop over the blocks (fission_grid.py). What has no CPU meaning (dynamic shared
+memory, ``declare_device``, a barrier in a loop whose trip count differs between threads)
+is refused with ``CpuTranslationError`` (the feature, the reason, the way out) before
+anything runs. Names resolve through the kernel's globals and closure, however
+``numba.cuda`` was imported. Nothing here needs a CUDA toolkit, driver or simulator.
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 import inspect
 import math
 import textwrap
-from pathlib import Path
 
 from . import codegen, cuda_blocks
 from .cuda_fission import BlockProgram
@@ -36,12 +33,14 @@ from .cuda_names import (
     device_py_func,
     is_bit_count,
     np_empty,
+    numba_copy_of,
     numba_literal_unroll,
     pure_callee,
     resolve,
 )
+from .cuda_inline import inline_synchronising_calls
 from .errors import CpuTranslationError
-from .kernel_source import parse_as_imported
+from .kernel_source import parse_as_imported, text_digest, translator_digest
 
 __all__ = ["cpu_twin"]
 
@@ -50,19 +49,6 @@ _AXES = {"x": 0, "y": 1, "z": 2}
 # Rows (y * z) from which the loop runs in parallel over rows rather than along x: with
 # fewer rows, each row's x range is split over the cores instead.
 _MIN_PARALLEL_ROWS = 64
-
-def _runtime_digest() -> str:
-    """Digest of the translator and the atomics: part of every translated kernel's source,
-    so the cache key of a translated kernel changes when either module does."""
-    here = Path(__file__).resolve().parent
-    files = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "cuda_blocks.py", "cpu_collectives.py")
-    data = b"".join((here / name).read_bytes() for name in files)
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
-
 
 def cpu_twin(kernel, debug: bool = False):
     """A ``twin(grid, block, *args)`` function running CUDA kernel ``kernel`` on the CPU cores.
@@ -75,7 +61,7 @@ def cpu_twin(kernel, debug: bool = False):
     body = translator.function(kernel.py_func, as_kernel=True)
     if translator.block is not None:
         program, ns = translator.block
-        digest = f"runtime {_runtime_digest()}, code {_digest(''.join(translator.texts))}"
+        digest = f"runtime {translator_digest()}, code {text_digest(''.join(translator.texts))}"
         return cuda_blocks.block_twin(kernel, program, ns, digest, fastmath=kernel.options["fastmath"], debug=debug)
     args = ", ".join(f"a_{p}" for p in kernel.params)
     tail = f", {args}" if args else ""
@@ -83,7 +69,7 @@ def cpu_twin(kernel, debug: bool = False):
     src = (
         f"def {kernel.name}__cpu(grid, block{tail}):\n"
         # The docstring carries the translator's digest into the source the cache key hashes.
-        f'    """CPU translation of the CUDA kernel {kernel.qualname} (runtime {_runtime_digest()})."""\n'
+        f'    """CPU translation of the CUDA kernel {kernel.qualname} (runtime {translator_digest()})."""\n'
         "    nx = grid[0] * block[0]\n"
         "    ny = grid[1] * block[1]\n"
         "    nz = grid[2] * block[2]\n"
@@ -115,6 +101,7 @@ class _Translator:
         self.names: dict[int, str] = {}  # device function -> helper name, numbered in first-seen order
         self.in_progress: set[int] = set()
         self.texts: list[str] = []  # every translated function, for the block driver's digest
+        self.opaque: dict[int, bool] = {}  # function -> whether it calls something that may write
         self.block = None  # (BlockProgram, namespace) of a kernel that synchronises
 
     def helper_name(self, target) -> str:
@@ -156,14 +143,18 @@ class _Translator:
         ns = dict(py_func.__globals__)
         for name, cell in zip(py_func.__code__.co_freevars, py_func.__closure__ or ()):
             ns[name] = cell.cell_contents
-        rewriter = _Rewriter(self, ns, set(py_func.__code__.co_varnames))
+        local_names = set(py_func.__code__.co_varnames)
+        if as_kernel:  # device functions that synchronise become part of the kernel's body
+            fdef.body, inlined = inline_synchronising_calls(fdef.body, ns, local_names, self.fail, self.kernel_name)
+            local_names |= inlined
+        rewriter = _Rewriter(self, ns, local_names)
         fdef.body = [rewriter.visit(stmt) for stmt in fdef.body]
         if rewriter.block_features:  # barriers: the block program (cuda_fission.py), kernels only
             if not as_kernel:
                 self.fail(f"a barrier, shared array or warp collective inside the device function "
                           f"{py_func.__qualname__!r}", "on the CPU only the kernel's own body may hold one")
             params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
-            program = BlockProgram(fdef.body, params, set(py_func.__code__.co_varnames), self.fail)
+            program = BlockProgram(fdef.body, params, local_names, self.fail)
             self.texts.append(ast.unparse(fdef))
             self.block = (program, dict(ns, **rewriter.helpers, __name__=py_func.__module__))
             self.in_progress.discard(id(py_func))
@@ -180,15 +171,17 @@ class _Translator:
         self.texts.append(text)
         # Named by module, name and content: two functions of one name never share an entry
         # in linecache, whose text the cache key hashes.
-        origin = f"{py_func.__module__}.{py_func.__qualname__} cpu translation {_digest(text)}"
+        origin = f"{py_func.__module__}.{py_func.__qualname__} cpu translation {text_digest(text)}"
         func = codegen.materialize(text, fdef.name, ns, origin)
-        # The kernel body is inlined into the loop (a call per element costs ~5x), unless it
-        # calls something that may write an array (an atomic, a device function): numba's
-        # parfor pass would then hoist reads of that array out of the loop as invariant (it
-        # sees only direct stores), and a read after an atomic would see the old value.
-        inline = "always" if as_kernel and not rewriter.writes_through_calls else "never"
+        # The kernel body and its device functions are inlined into the loop at numba-IR level
+        # (a call per element costs ~5x; a device function's stores become the loop's) unless
+        # one calls something opaque that may write an array (an atomic): numba's parfor pass
+        # would hoist reads of that array out of the loop, and see the old value.
+        self.opaque[id(py_func)] = rewriter.writes_through_calls
+        inline = "never" if rewriter.writes_through_calls else "always"
         checks = {"boundscheck": True} if self.debug else {}
-        jitted = numba.njit(inline=inline, fastmath=self.fastmath, **checks)(func)
+        jitted = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(self.fastmath),
+                            **checks)(func)
         self.done[id(py_func)] = jitted
         self.in_progress.discard(id(py_func))
         return jitted
@@ -205,6 +198,7 @@ class _Rewriter(ast.NodeTransformer):
         self.helpers: dict[str, object] = {}
         self.writes_through_calls = False  # an atomic, device function or other jitted callee
         self.block_features = False  # a barrier, shared array or collective: cuda_fission.py
+        self.grid_groups: set[str] = set()  # names bound to cuda.cg.this_grid()
 
     # -- resolving names ----------------------------------------------------------------------
 
@@ -221,7 +215,20 @@ class _Rewriter(ast.NodeTransformer):
         self.used.add(ident)
         return ast.Name(id=ident, ctx=ast.Load())
 
+    def visit_Assign(self, node: ast.Assign):
+        if isinstance(node.value, ast.Call) and self.cuda_path(node.value.func) == "cg.this_grid":
+            self.grid_groups |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+            node.value = ast.Constant(0)  # the group object: only its sync() means anything here
+            return node
+        return self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "sync" and not node.args and (
+                isinstance(func.value, ast.Name) and func.value.id in self.grid_groups
+                or isinstance(func.value, ast.Call) and self.cuda_path(func.value.func) == "cg.this_grid"):
+            self.block_features = True  # a grid-wide barrier (fission_grid.py)
+            return ast.Call(ast.Name("_kr_split", ast.Load()), [ast.Constant("grid")], [])
         path = self.cuda_path(node.func)
         if path in ("grid", "gridsize"):
             return self.index_tuple(node, "_kr_g" if path == "grid" else "_kr_n")
@@ -239,20 +246,22 @@ class _Rewriter(ast.NodeTransformer):
             return self.generic_visit(node)
         target = self.device_function(node.func)
         if target is not None:
-            self.writes_through_calls = True
             node.func = self.helper(self.t.helper_name(target), self.t.function(target, as_kernel=False))
+            self.writes_through_calls |= self.t.opaque[id(target)]
             node.args = [self.name(a) for a in _CTX] + [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
         callee = resolve(node.func, self.ns, self.local_names)
-        if callee is numba_literal_unroll():  # numba types it only when called by a plain name
+        if callee is numba_literal_unroll() or numba_copy_of(callee, "literal_unroll"):  # numba types it by plain name
             node.func = self.numba_value("literal_unroll")
             return self.generic_visit(node)
-        if callee is math.modf or is_bit_count(node):  # missing from numba's CPU target
-            from .cpu_intrinsics import bit_count, modf  # lazy: loads numba
+        if callee in (math.modf, math.fmod) or is_bit_count(node):  # missing from numba's CPU target
+            from .cpu_intrinsics import INTRINSICS, bit_count, modf  # lazy: loads numba
 
             if callee is math.modf:
                 node.func = self.helper("_kr_modf", modf)
+            elif callee is math.fmod:
+                node.func = self.helper("_kr_fmod", INTRINSICS["libdevice.fmod"])
             else:
                 node.func, node.args = self.helper("_kr_bit_count", bit_count), [node.func.value]
             return self.generic_visit(node)
@@ -265,6 +274,8 @@ class _Rewriter(ast.NodeTransformer):
         return self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute):
+        if isinstance(node.value, ast.Name) and node.value.id in self.grid_groups:  # not g.sync()
+            self.t.fail(f"the grid group's {node.attr!r}", REFUSED["cg"])
         path = self.cuda_path(node)
         return self.generic_visit(node) if path is None else self.value_of(path)
 
@@ -349,8 +360,8 @@ class _Rewriter(ast.NodeTransformer):
             return ast.Call(ast.Name("_kr_split", ast.Load()), [ast.Constant(marker.split(":")[1])], [])
         from .cpu_collectives import HELPERS  # lazy: importing kernelrt loads no numba
 
-        if marker == "_kr_activemask":
-            args = [self.name("_kr_tid"), self.name("_kr_nt"), self.name("_kr_s__kr_done")]
+        if marker == "_kr_coll_active":  # a ballot of "this thread runs here"
+            args = [ast.Constant(0xFFFFFFFF), ast.Call(self.helper("_kr_active", HELPERS["_kr_active"]), [], [])]
         elif marker == "_kr_lanemask_lt":
             args = [self.name("_kr_lane")]
         if marker not in ("_kr_lanemask_lt", "_kr_fence", "_kr_nanosleep"):

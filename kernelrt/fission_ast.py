@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 
 from .errors import CpuTranslationError
 
@@ -132,3 +133,44 @@ def user_name(name: str) -> str:
         if name.startswith(prefix):
             return text
     return repr(name)
+
+
+def written_first(stmts, var: str) -> bool:
+    """Whether every path through ``stmts`` assigns ``var`` before reading it (so a run in a
+    loop need not carry it from one iteration to the next)."""
+    for s in stmts:
+        if var not in names(s):
+            continue
+        if isinstance(s, ast.Assign):  # x = ..., or x, y = ... (names only: no x[i] = ...)
+            plain = all(isinstance(n, ast.Name | ast.Tuple | ast.List | ast.expr_context)
+                        for t in s.targets for n in ast.walk(t))
+            return plain and var not in names(s.value)
+        if isinstance(s, ast.If) and var not in names(s.test):
+            return written_first(s.body, var) and written_first(s.orelse, var)
+        return False
+    return False
+
+
+def constants_in(expr, body, local_names):
+    """``expr`` with each kernel local it reads replaced by the constant it is assigned once
+    (``N = 100; cuda.shared.array(N, int32)``: CUDA sizes shared memory when compiling)."""
+    values: dict[str, list] = {}
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        for target, value in _assignments(node):
+            values.setdefault(target, []).append(value)
+    holder = ast.Expr(copy.deepcopy(expr))
+    for node in list(ast.walk(holder)):
+        if isinstance(node, ast.Name) and node.id in local_names:
+            found = values.get(node.id, [])
+            if len(found) == 1 and found[0] is not None and all(
+                    isinstance(n, ast.Constant | ast.Tuple | ast.expr_context) for n in ast.walk(found[0])):
+                replace(holder, node, copy.deepcopy(found[0]))
+    return holder.value
+
+
+def _assignments(node):
+    if isinstance(node, ast.Assign):
+        return [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For) and isinstance(node.target, ast.Name):
+        return [(node.target.id, None)]
+    return []

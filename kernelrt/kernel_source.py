@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import ast
+import hashlib
+from pathlib import Path
 
 from .errors import CpuTranslationError
 
-__all__ = ["parse_as_imported"]
+__all__ = ["parse_as_imported", "text_digest", "translator_digest"]
 
 
 def parse_as_imported(source: str, py_func, kernel_name: str) -> ast.Module:
@@ -36,7 +38,31 @@ def parse_as_imported(source: str, py_func, kernel_name: str) -> ast.Module:
 
 def _fingerprint(code) -> tuple:
     # Not co_code: compiled alone, a closure's free variables become globals (other opcodes).
-    consts = tuple(_fingerprint(c) if hasattr(c, "co_code") else (type(c).__name__, repr(c))
+    consts = tuple(_fingerprint(c) if hasattr(c, "co_code") else (type(c).__name__, repr(_unindented(c)))
                    for c in code.co_consts)
     return (code.co_argcount, code.co_kwonlyargcount, code.co_varnames,
             frozenset(code.co_names) | frozenset(code.co_freevars), consts)
+
+
+def _unindented(const):
+    """A string constant without its lines' indentation: dedenting a nested kernel's source
+    changes the indentation inside its docstring, not the code."""
+    if isinstance(const, str) and "\n" in const:
+        return "\n".join(line.strip() for line in const.splitlines())
+    return const
+
+
+def translator_digest() -> str:
+    """Digest of the translator's modules: part of every translated kernel's source,
+    so the cache key of a translated kernel changes when any of them does."""
+    here = Path(__file__).resolve().parent
+    files = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "fission_ast.py", "cuda_blocks.py",
+             "cpu_collectives.py", "cuda_inline.py", "cpu_intrinsics.py", "cpu_libdevice.py", "fission_grid.py",
+             "kernel_source.py")
+    data = b"".join((here / name).read_bytes() for name in files)
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def text_digest(text: str) -> str:
+    """A short digest of ``text`` (a translated function's source)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -178,21 +178,76 @@ def thread_loop_barrier(out):
 
 
 @cuda.jit(device=True)
-def synchronising_helper():
+def staged_sum(a, n, dtype):
+    # a device function with shared memory and barriers, its size and type passed in
+    s = cuda.shared.array(n, dtype)
+    t = cuda.threadIdx.x
+    s[t] = a[t]
+    cuda.syncthreads()
+    total = 0
+    for k in range(n):
+        total += s[k]
+    return total
+
+
+@cuda.jit
+def calls_staged_sum(a, out):
+    total = staged_sum(a, 32, int32)
+    out[cuda.threadIdx.x] = total + cuda.threadIdx.x
+
+
+def test_device_functions_that_synchronise_are_inlined(cpu):
+    a, out = np.arange(32, dtype=np.int32), np.zeros(32, np.int64)
+    cpu.launch_kernel(calls_staged_sum, 1, 32, a, out)
+    np.testing.assert_array_equal(out, a.sum() + np.arange(32))
+
+
+@cuda.jit(device=True)
+def returns_early(x):
+    if x[0] > 0:
+        return
     cuda.syncthreads()
 
 
 @cuda.jit
 def calls_synchronising_helper(out):
-    synchronising_helper()
+    returns_early(out)
     out[0] = 1
 
 
 @cuda.jit
 def grid_sync(out):
     g = cuda.cg.this_grid()
-    out[cuda.grid(1)] = 1
-    g.sync()
+    for k in range(cuda.threadIdx.x):  # a grid barrier the threads reach different numbers of times
+        g.sync()
+    out[0] = 1
+
+
+@cuda.jit
+def ping_pong(a, b, steps):
+    # every thread reads its neighbours' values of the previous step: a grid-wide barrier
+    i = cuda.grid(1)
+    if i >= a.shape[0]:
+        return
+    g = cuda.cg.this_grid()
+    n = a.shape[0]
+    for step in range(steps):
+        src, dst = (a, b) if step % 2 == 0 else (b, a)
+        dst[i] = src[(i + n - 1) % n] + src[(i + 1) % n]
+        g.sync()
+
+
+def test_grid_wide_barrier_orders_every_block(cpu):
+    a = np.zeros(300, np.int64)
+    a[7] = 1
+    b = np.zeros_like(a)
+    want_a, want_b = a.copy(), b.copy()
+    for step in range(6):
+        src, dst = (want_a, want_b) if step % 2 == 0 else (want_b, want_a)
+        dst[:] = np.roll(src, 1) + np.roll(src, -1)
+    cpu.launch_kernel(ping_pong, 3, 128, a, b, 6)
+    np.testing.assert_array_equal(a, want_a)  # exact: integer sums
+    np.testing.assert_array_equal(b, want_b)
 
 
 @cuda.jit
@@ -204,8 +259,8 @@ def dynamic_shared(out):
 
 @pytest.mark.parametrize("kernel, words", [
     (thread_loop_barrier, ["loop whose trip count differs between threads", "cuda.threadIdx", "undefined"]),
-    (calls_synchronising_helper, ["device function", "synchronising_helper", "kernel's own body"]),
-    (grid_sync, ["cuda.cg", "grid-wide barrier"]),
+    (calls_synchronising_helper, ["device function", "returns_early", "returning before its end"]),
+    (grid_sync, ["loop whose trip count differs between threads", "cuda.threadIdx"]),
     (dynamic_shared, ["dynamic shared memory"]),
 ])
 def test_what_cannot_run_is_refused_by_name_before_running(cpu, kernel, words):
@@ -276,3 +331,20 @@ def test_a_block_kernel_loads_from_the_disk_cache_in_a_new_process(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True)
             for _ in range(2)]
     assert runs[0].stdout.split() == ["0", "1"] and runs[1].stdout.split() == ["1", "0"], [r.stdout for r in runs]
+
+
+def _scale(x):
+    i = cuda.grid(1)
+    if i < x.shape[0]:
+        x[i] *= 2
+
+
+def test_a_signature_given_to_kernelrt_instead_of_an_eager_decorator(cpu):
+    """The documented answer for @cuda.jit("sig") without a driver: the signature goes to
+    compile_kernel or cuda_kernel, which check arguments against it."""
+    x = np.ones(4, np.float32)
+    cpu.compile_kernel(cuda.jit(_scale), "void(float32[::1])")[1, 4](x)
+    cpu.launch_kernel(kernelrt.cuda_kernel(_scale, signature="void(float32[::1])"), 1, 4, x)
+    assert x.tolist() == [4.0] * 4
+    with pytest.raises(kernelrt.KernelArgumentError):
+        cpu.compile_kernel(cuda.jit(_scale), "void(float32[::1])")[1, 4](np.ones(4))

@@ -96,7 +96,7 @@ def test_integer_atomics(cpu):
 @pytest.mark.parametrize(
     "body, feature",
     [
-        ("g = cuda.cg.this_grid()\n    g.sync()", "cuda.cg.this_grid, which the CPU backend cannot run: a grid-wide barrier"),
+        ("g = cuda.cg.this_grid()\n    out[0] = g.size", "the grid group's 'size', which the CPU backend cannot run"),
         ("s = cuda.shared.array(0, numba.float32)\n    s[0] = 1.0", "dynamic shared memory"),
         ("for k in range(cuda.threadIdx.x):\n        cuda.syncthreads()", "loop whose trip count differs between threads"),
         ("out[0] = cuda.to_device(out)[0]", "cuda.to_device, which the CPU backend cannot run: not supported"),
