@@ -92,14 +92,20 @@ def vote_eq(vals, tid, nt, done, mask):
     return vote_all(vals, tid, nt, done, mask) or not vote_any(vals, tid, nt, done, mask)
 
 
-@njit
-def ballot(vals, tid, nt, done, mask):
+@njit(inline="always")
+def _true_lanes(vals, tid, nt, done, mask):
+    """The bits of the participating lanes whose operand is true."""
     base, bits = _lanes(tid, nt, done, mask)
     out = 0
     for lane in range(_WARP):
         if (bits >> lane) & 1 and vals[base + lane]:
             out |= 1 << lane
-    return np.int32(np.uint32(out))
+    return out
+
+
+@njit
+def ballot(vals, tid, nt, done, mask):
+    return np.int32(np.uint32(_true_lanes(vals, tid, nt, done, mask)))
 
 
 @njit
@@ -124,12 +130,7 @@ def match_all(vals, tid, nt, done, mask):
 @njit
 def active(vals, tid, nt, done, mask):
     """activemask: the warp's lanes that reached this point (their guards held)."""
-    base, bits = _lanes(tid, nt, done, mask)
-    out = 0
-    for lane in range(_WARP):
-        if (bits >> lane) & 1 and vals[base + lane]:
-            out |= 1 << lane
-    return np.uint32(out)
+    return np.uint32(_true_lanes(vals, tid, nt, done, mask))
 
 
 @njit(inline="always")

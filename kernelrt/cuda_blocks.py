@@ -18,6 +18,8 @@ from .cuda_fission import BlockProgram
 
 __all__ = ["block_twin"]
 
+_CHUNKS = 256  # parallel chunks of blocks at most: enough to balance the cores, few allocations
+
 
 def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath: bool, debug: bool):
     """``twin(grid, block, *args)`` running ``kernel``'s block program over every block."""
@@ -42,19 +44,21 @@ def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath
 
         parallel = {"parallel": not debug}  # debug runs serially: numba drops errors raised in prange
         body = f"    {name}(grid, block{tail})\n"
-    else:
-        def stub(bid, grid, block, *args):  # replaced by the overload below inside numba
+    else:  # chunks of blocks in parallel, each block function call allocating its arrays once
+        def stub(lo, hi, grid, block, *args):  # replaced by the overload below inside numba
             raise NotImplementedError
 
         parallel = {}
-        body = f"    nb = grid[0] * grid[1] * grid[2]\n    for b in prange(nb):\n        {name}(b, grid, block{tail})\n"
+        body = (f"    nb = grid[0] * grid[1] * grid[2]\n    per = (nb + {_CHUNKS - 1}) // {_CHUNKS}\n"
+                f"    for c in prange((nb + per - 1) // per):\n"
+                f"        {name}(c * per, min(nb, (c + 1) * per), grid, block{tail})\n")
     stub.__name__ = name
 
     options = dict(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks, **parallel)
 
     @overload(stub, jit_options=options, strict=False)
     def _typed(*signature):
-        args = signature[2:] if program.grid_mode else signature[3:]
+        args = signature[2:] if program.grid_mode else signature[4:]
         if args not in made:
             made[args] = _block_function(kernel, program, ns, args, fastmath, checks)
         return made[args]

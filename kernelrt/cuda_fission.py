@@ -240,7 +240,8 @@ class BlockProgram:
     # -- the program -------------------------------------------------------------------------
 
     def source(self, name: str, storage: dict | None = None) -> str:
-        """The block function ``name(_kr_bid, _kr_grid, _kr_block, *params)``.
+        """The block function ``name(_kr_lo, _kr_hi, _kr_grid, _kr_block, *params)``: blocks
+        ``_kr_lo`` to ``_kr_hi`` (linear indices) in turn, its arrays allocated once for them.
 
         ``storage``: stored variable -> ("scalar", dtype name) or ("local", shape, dtype
         source); None lays the program out only (``self.stored`` is then known).
@@ -253,7 +254,7 @@ class BlockProgram:
         if self.grid_mode:
             text = grid_source(self, name, storage)
         else:
-            self._emit(self.body, 1, [], False, lines)
+            self._emit(self.body, 2, [], False, lines)
         if storage is None:
             counts: dict[str, int] = {}
             for refs, in_loop, run in self._run_refs:
@@ -265,11 +266,9 @@ class BlockProgram:
             return ""
         if self.grid_mode:
             return text
-        head = [f"def {name}(_kr_bid, _kr_grid, _kr_block{''.join(', ' + p for p in self.params)}):"]
+        head = [f"def {name}(_kr_lo, _kr_hi, _kr_grid, _kr_block{''.join(', ' + p for p in self.params)}):"]
         head += [f"    _kr_bd{d} = _kr_block[{d}]" for d in range(3)] + [f"    _kr_gd{d} = _kr_grid[{d}]" for d in range(3)]
-        head += ["    _kr_nt = _kr_bd0 * _kr_bd1 * _kr_bd2", "    _kr_b0 = _kr_bid % _kr_gd0",
-                 "    _kr_b1 = (_kr_bid // _kr_gd0) % _kr_gd1", "    _kr_b2 = _kr_bid // (_kr_gd0 * _kr_gd1)"]
-        head += [f"    _kr_n{d} = _kr_gd{d} * _kr_bd{d}" for d in range(3)]
+        head += ["    _kr_nt = _kr_bd0 * _kr_bd1 * _kr_bd2"] + [f"    _kr_n{d} = _kr_gd{d} * _kr_bd{d}" for d in range(3)]
         head += [f"    {v} = _kr_np.zeros({ast.unparse(shape)}, {ast.unparse(dtype)})" for v, shape, dtype in self.shared]
         head += [f"    {DONE} = _kr_np.zeros(_kr_nt, _kr_np.bool_)"]
         for v in sorted(self.stored):
@@ -279,6 +278,9 @@ class BlockProgram:
             else:
                 shape, dtype = rest
                 head.append(f"    _kr_s_{v} = _kr_np.zeros((_kr_nt, {shape}), {dtype})")
+        head += ["    for _kr_bid in range(_kr_lo, _kr_hi):", "        _kr_b0 = _kr_bid % _kr_gd0",
+                 "        _kr_b1 = (_kr_bid // _kr_gd0) % _kr_gd1", "        _kr_b2 = _kr_bid // (_kr_gd0 * _kr_gd1)",
+                 f"        {DONE}[:] = False"]  # shared memory keeps the last block's values, as a GPU may
         return "\n".join(head + lines + ["    return None"]) + "\n"
 
     def _emit(self, stmts, indent, guards, in_loop, lines):
@@ -336,9 +338,12 @@ class BlockProgram:
             return
         pad = "    " * indent
         inner = pad + "    "
-        body = [f"{pad}for _kr_tid in range(_kr_nt):", f"{inner}if {DONE}[_kr_tid]:", f"{inner}    continue",
-                f"{inner}_kr_t0 = _kr_tid % _kr_bd0", f"{inner}_kr_t1 = (_kr_tid // _kr_bd0) % _kr_bd1",
-                f"{inner}_kr_t2 = _kr_tid // (_kr_bd0 * _kr_bd1)", f"{inner}_kr_lane = _kr_tid % 32"]
+        # the block's threads, x fastest as CUDA numbers them, without a division per thread
+        body = [f"{pad}for _kr_t2 in range(_kr_bd2):", f"{pad}    for _kr_t1 in range(_kr_bd1):",
+                f"{pad}        for _kr_t0 in range(_kr_bd0):"]
+        inner += "        "
+        body += [f"{inner}_kr_tid = _kr_t0 + _kr_bd0 * (_kr_t1 + _kr_bd1 * _kr_t2)",
+                 f"{inner}if {DONE}[_kr_tid]:", f"{inner}    continue", f"{inner}_kr_lane = _kr_tid & 31"]
         body += [f"{inner}_kr_g{d} = _kr_b{d} * _kr_bd{d} + _kr_t{d}" for d in range(3)]
         stored = refs & self.stored
         body += [f"{inner}{v} = _kr_s_{v}[_kr_tid]" for v in sorted(stored)]
