@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import linecache
 
-__all__ = ["cuda_entry_source", "cpu_entry_source", "cpu_index_arity", "cuda_twin_source", "error_model",
-           "materialize"]
+__all__ = ["cuda_entry_source", "cpu_entry_source", "cpu_index_arity", "error_model", "materialize"]
 
 _INDEX = ("i", "j", "k")
 
@@ -96,38 +95,3 @@ def error_model(fastmath: bool) -> str:
     """numba's error model for a CUDA kernel's CPU code: a fast-math float division by zero
     gives inf on the GPU even in debug mode, an exact one raises there (debug=True)."""
     return "numpy" if fastmath else "python"
-
-
-def cuda_twin_source(name: str, params, doc: str, min_rows: int) -> str:
-    """The CPU entry ``name__cpu(grid, block, *args)`` of a translated CUDA kernel whose
-    thread body is ``body(b0, b1, b2, t0, t1, t2, grid, block, *args)``.
-
-    Rows (y, z) in parallel, each running its blocks along x and their threads in turn (no
-    division per thread, the inner loop over a block's x threads vectorises); with fewer
-    rows, the blocks along x in parallel; with few of those, every x index in parallel.
-    """
-    args = _arglist(params)
-    tail = f", {args}" if args else ""
-    call = f"body(b0, b1, b2, t0, t1, t2, grid, block{tail})"
-    rows_of = ("b1 = j // block[1]\nt1 = j - b1 * block[1]\nb2 = k // block[2]\nt2 = k - b2 * block[2]\n")
-
-    def indented(text: str, depth: int) -> str:
-        return "".join("    " * depth + line + "\n" for line in text.splitlines())
-
-    return (
-        f"def {name}__cpu(grid, block{tail}):\n"
-        f'    """{doc}."""\n'  # the translator's digest: part of the source the cache key hashes
-        "    ny = grid[1] * block[1]\n    nz = grid[2] * block[2]\n"
-        f"    if ny * nz >= {min_rows}:\n"
-        "        for r in prange(ny * nz):\n"
-        "            k = r // ny\n            j = r - k * ny\n" + indented(rows_of, 3) +
-        "            for b0 in range(grid[0]):\n                for t0 in range(block[0]):\n"
-        f"                    {call}\n"
-        "    else:\n        for k in range(nz):\n            for j in range(ny):\n" + indented(rows_of, 4) +
-        "                if grid[0] >= 16:\n"
-        "                    for b0 in prange(grid[0]):\n                        for t0 in range(block[0]):\n"
-        f"                            {call}\n"
-        "                else:\n                    for i in prange(grid[0] * block[0]):\n"
-        "                        b0 = i // block[0]\n                        t0 = i - b0 * block[0]\n"
-        f"                        {call}\n"
-    )

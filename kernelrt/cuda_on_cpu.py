@@ -44,8 +44,7 @@ from .kernel_source import parse_as_imported, text_digest, translator_digest
 
 __all__ = ["cpu_twin"]
 
-# what every translated function receives: the thread's block and thread index per axis
-_CTX = ("_kr_b0", "_kr_b1", "_kr_b2", "_kr_t0", "_kr_t1", "_kr_t2", "_kr_grid", "_kr_block")
+_CTX = ("_kr_g0", "_kr_g1", "_kr_g2", "_kr_grid", "_kr_block")  # what every translated function receives
 _AXES = {"x": 0, "y": 1, "z": 2}
 # Rows (y * z) from which the loop runs in parallel over rows rather than along x: with
 # fewer rows, each row's x range is split over the cores instead.
@@ -64,8 +63,29 @@ def cpu_twin(kernel, debug: bool = False):
         program, ns = translator.block
         digest = f"runtime {translator_digest()}, code {text_digest(''.join(translator.texts))}"
         return cuda_blocks.block_twin(kernel, program, ns, digest, fastmath=kernel.options["fastmath"], debug=debug)
-    src = codegen.cuda_twin_source(kernel.name, kernel.params, f"CPU translation of the CUDA kernel "
-                                   f"{kernel.qualname} (runtime {translator_digest()})", _MIN_PARALLEL_ROWS)
+    args = ", ".join(f"a_{p}" for p in kernel.params)
+    tail = f", {args}" if args else ""
+    call = f"body(i, j, k, grid, block{tail})"
+    src = (
+        f"def {kernel.name}__cpu(grid, block{tail}):\n"
+        # The docstring carries the translator's digest into the source the cache key hashes.
+        f'    """CPU translation of the CUDA kernel {kernel.qualname} (runtime {translator_digest()})."""\n'
+        "    nx = grid[0] * block[0]\n"
+        "    ny = grid[1] * block[1]\n"
+        "    nz = grid[2] * block[2]\n"
+        "    rows = ny * nz\n"
+        f"    if rows >= {_MIN_PARALLEL_ROWS}:\n"
+        "        for r in prange(rows):\n"
+        "            k = r // ny\n"
+        "            j = r - k * ny\n"
+        "            for i in range(nx):\n"
+        f"                {call}\n"
+        "    else:\n"
+        "        for k in range(nz):\n"
+        "            for j in range(ny):\n"
+        "                for i in prange(nx):\n"
+        f"                    {call}\n"
+    )
     ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__}
     return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu translation")
 
@@ -362,7 +382,7 @@ class _Rewriter(ast.NodeTransformer):
     # -- the values the rewritten code reads -----------------------------------------------------
 
     def prologue(self) -> list[ast.stmt]:
-        """Assignments of the thread quantities this function uses, from its position."""
+        """Assignments of the thread quantities this function uses, from the global index."""
         lines = []
         for d in range(3):
             if self.used & {f"_kr_n{d}"}:
@@ -371,8 +391,10 @@ class _Rewriter(ast.NodeTransformer):
                 lines.append(f"_kr_bd{d} = _kr_block[{d}]")
             if self.used & {f"_kr_gd{d}"}:
                 lines.append(f"_kr_gd{d} = _kr_grid[{d}]")
-            if self.used & {f"_kr_g{d}"}:
-                lines.append(f"_kr_g{d} = _kr_b{d} * _kr_block[{d}] + _kr_t{d}")
+            if self.used & {f"_kr_b{d}"}:
+                lines.append(f"_kr_b{d} = _kr_g{d} // _kr_block[{d}]")
+            if self.used & {f"_kr_t{d}", "_kr_lane"}:
+                lines.append(f"_kr_t{d} = _kr_g{d} % _kr_block[{d}]")
         if "_kr_lane" in self.used:
             lines.append("_kr_lane = (_kr_t0 + _kr_block[0] * (_kr_t1 + _kr_block[1] * _kr_t2)) % 32")
         return ast.parse("\n".join(lines)).body
