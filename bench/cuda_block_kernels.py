@@ -8,6 +8,7 @@ beside the loop a user would hand-write as ``njit(parallel=True)`` (bench_cuda_o
   sums each block's slice.
 * ``black_scholes``: numba-cuda's Black-Scholes test kernel, with its ``cnd`` device
   function; the hand-written loop calls the same function as an inlined ``njit``.
+* ``histogram_loop``: the hand-written twin of bench_cuda_on_cpu's grid-stride histogram.
 """
 
 import math
@@ -132,3 +133,15 @@ def options(n, seed=0):
     rng = np.random.default_rng(seed)
     return (np.zeros(n), np.zeros(n), rng.uniform(5.0, 30.0, n), rng.uniform(1.0, 100.0, n),
             rng.uniform(0.25, 10.0, n))
+
+
+@numba.njit(parallel=True)
+def histogram_loop(values, hist, chunks=32):
+    # a histogram per chunk of values, summed at the end: how a CPU programmer writes it
+    per = (values.shape[0] + chunks - 1) // chunks
+    partial = np.zeros((chunks, hist.shape[0]), hist.dtype)
+    for c in numba.prange(chunks):
+        for i in range(c * per, min(values.shape[0], (c + 1) * per)):
+            partial[c, values[i]] += 1
+    for c in range(chunks):
+        hist += partial[c]

@@ -277,6 +277,8 @@ def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
     if kernel.kind == "thread":
         return (nbtypes.int64,) * codegen.cpu_index_arity(kernel.ndim) + tuple(argtypes)
     dims = nbtypes.UniTuple(nbtypes.int64, 3)  # a twin's grid and block
+    if kernel.cpu_twin is None:  # a translated kernel also takes the launch's dynamic shared memory
+        return (dims, dims, nbtypes.int64) + tuple(argtypes)
     return (dims, dims) + tuple(argtypes)
 
 

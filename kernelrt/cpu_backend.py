@@ -213,7 +213,8 @@ class CPUBackend(Backend):
             check_limits(config, EVERY_GPU)
         disp = self._dispatchers.get(k) or self._prepare(k)
         if k.kind == "cuda":
-            launch = functools.partial(disp, config.grid, config.block)
+            dynamic = () if k.cpu_twin else (config.shared_mem,)  # a translated kernel's cuda.shared.array(0, ...)
+            launch = functools.partial(disp, config.grid, config.block, *dynamic)
         elif k.ndim == 1:
             launch = functools.partial(disp, config.shape[0])
         else:

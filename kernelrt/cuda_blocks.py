@@ -3,7 +3,7 @@
 cuda_fission.py lays out one block's program; the per-thread arrays it needs take the
 types numba gives the kernel's variables, which depend on the launch's argument types. So
 the block function is written per signature, inside numba's typing: the entry calls a
-stub whose ``overload`` compiles the flat kernel (``probe_source``) for those argument
+stub whose ``overload`` compiles the flat kernel (``_probe_source``) for those argument
 types, reads the unified type of each stored variable from numba's type map, and returns
 the block function with its arrays typed. The entry itself is the usual ``prange`` over
 blocks, so the disk cache stores the whole thing like any translated kernel.
@@ -11,10 +11,15 @@ blocks, so the disk cache stores the whole thing like any translated kernel.
 
 from __future__ import annotations
 
+import ast
+import copy
 import re
 
+import numpy as np
+
 from . import codegen
-from .cuda_fission import BlockProgram
+from .cuda_fission import BLOCK_CTX, THREAD_CTX, BlockProgram
+from .fission_ast import DONE, Flatten, marker
 
 __all__ = ["block_twin"]
 
@@ -24,13 +29,14 @@ _CHUNKS = 256  # parallel chunks of blocks at most: enough to balance the cores,
 def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath: bool, debug: bool):
     """``twin(grid, block, *args)`` running ``kernel``'s block program over every block."""
     import numba  # lazy: importing kernelrt loads no numba
-    import numpy as np
     from numba.extending import overload
 
+    from . import cuda_guard
     from .cpu_collectives import HELPERS
 
     program.source("_kr_layout")  # lays out the runs: which variables need per-thread arrays
-    ns = dict(ns, _kr_np=np, **HELPERS)
+    ns = dict(ns, _kr_np=np, _kr_upper=numba.njit(cuda_guard.upper), _kr_lower=numba.njit(cuda_guard.lower),
+              _kr_dynamic=numba.njit(dynamic_shared), **HELPERS)
     checks = {"boundscheck": True} if debug else {}
     name = f"_kr_blocks_{kernel.name}"
 
@@ -39,31 +45,31 @@ def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath
     tail = f", {params}" if params else ""
     doc = f'    """CPU translation (in blocks) of the CUDA kernel {kernel.qualname} ({digest})."""\n'
     if program.grid_mode:  # one call: the grid program runs its phases over the blocks itself
-        def stub(grid, block, *args):  # replaced by the overload below inside numba
+        def stub(grid, block, shared_mem, *args):  # replaced by the overload below inside numba
             raise NotImplementedError
 
         parallel = {"parallel": not debug}  # debug runs serially: numba drops errors raised in prange
-        body = f"    {name}(grid, block{tail})\n"
+        body = f"    {name}(grid, block, shared_mem{tail})\n"
     else:  # chunks of blocks in parallel, each block function call allocating its arrays once
-        def stub(lo, hi, grid, block, *args):  # replaced by the overload below inside numba
+        def stub(lo, hi, grid, block, shared_mem, *args):  # replaced by the overload below inside numba
             raise NotImplementedError
 
         parallel = {}
         body = (f"    nb = grid[0] * grid[1] * grid[2]\n    per = (nb + {_CHUNKS - 1}) // {_CHUNKS}\n"
                 f"    for c in prange((nb + per - 1) // per):\n"
-                f"        {name}(c * per, min(nb, (c + 1) * per), grid, block{tail})\n")
+                f"        {name}(c * per, min(nb, (c + 1) * per), grid, block, shared_mem{tail})\n")
     stub.__name__ = name
 
     options = dict(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks, **parallel)
 
     @overload(stub, jit_options=options, strict=False)
     def _typed(*signature):
-        args = signature[2:] if program.grid_mode else signature[4:]
+        args = signature[3:] if program.grid_mode else signature[5:]
         if args not in made:
             made[args] = _block_function(kernel, program, ns, args, fastmath, checks)
         return made[args]
 
-    src = f"def {kernel.name}__cpu(grid, block{tail}):\n" + doc + body
+    src = f"def {kernel.name}__cpu(grid, block, shared_mem{tail}):\n" + doc + body
     entry_ns = {"prange": numba.prange, name: stub, "__name__": kernel.py_func.__module__}
     return codegen.materialize(src, f"{kernel.name}__cpu", entry_ns, f"{kernel.qualname} cpu blocks {digest}")
 
@@ -76,7 +82,7 @@ def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath:
 
     argtypes = tuple(types.unliteral(t) for t in argtypes)
     probe_ns = dict(ns)
-    probe_src = program.probe_source(f"_kr_probe_{kernel.name}")
+    probe_src = _probe_source(program, f"_kr_probe_{kernel.name}")
     probe = codegen.materialize(probe_src, f"_kr_probe_{kernel.name}", probe_ns, f"{kernel.qualname} cpu probe")
     ctx_count = probe.__code__.co_argcount - len(kernel.params) - 1
     dims = types.UniTuple(types.int64, 3)
@@ -100,7 +106,7 @@ def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath:
         if isinstance(unified, types.Boolean | types.Integer | types.Float | types.Complex):
             storage[var] = ("scalar", as_dtype(unified).name)
             continue
-        spec = program.local_array_spec(var) if isinstance(unified, types.Array) else None
+        spec = _local_array_spec(program, var) if isinstance(unified, types.Array) else None
         if spec is None:
             program.fail(f"the variable {var!r} ({unified}) across a barrier",
                          "only numbers and cuda.local arrays keep a value per thread there")
@@ -113,3 +119,34 @@ def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath:
         phase = ns[f"{fn_name}_phase"]
         ns[f"{fn_name}_phase"] = numba.njit(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks)(phase)
     return function
+
+
+def dynamic_shared(memory, dtype):
+    """``cuda.shared.array(0, dtype)``: the launch's dynamic shared memory (bytes) seen as
+    ``dtype``, as many whole elements as fit; every such array of a block aliases it, as on
+    the GPU."""
+    itemsize = np.empty(0, dtype).itemsize
+    return memory[: memory.size // itemsize * itemsize].view(dtype)
+
+
+def _local_array_spec(program: BlockProgram, var: str):
+    """(shape source, dtype source) of ``var = cuda.local.array(shape, dtype)``, or None."""
+    for node in ast.walk(ast.Module(body=program.body, type_ignores=[])):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in node.targets):
+            if marker(node.value) == "_kr_np_empty" and len(node.value.args) == 2:
+                shape = node.value.args[0]
+                dims = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+                return ", ".join(ast.unparse(d) for d in dims), ast.unparse(node.value.args[1])
+    return None
+
+
+def _probe_source(program: BlockProgram, name: str) -> str:
+    """The kernel as one thread's function, barriers removed: numba types its variables."""
+    ctx = sorted(BLOCK_CTX | THREAD_CTX)
+    head = [f"def {name}({', '.join(ctx + [DONE] + list(program.params))}):"]
+    head += [f"    {v} = _kr_np.zeros({ast.unparse(shape)}, {ast.unparse(dtype)})" for v, shape, dtype in program.shared]
+    body = copy.deepcopy(program.body)
+    flat = Flatten(program.forced_store).visit(ast.Module(body=body, type_ignores=[]))
+    ast.fix_missing_locations(flat)
+    lines = [("    " + line) for line in ast.unparse(flat).splitlines()]
+    return "\n".join(head + (lines or ["    pass"]) + ["    return None"]) + "\n"

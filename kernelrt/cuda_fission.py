@@ -15,7 +15,7 @@ module turns that body into the program of one block:
   (CUDA leaves it undefined);
 * a collective's operand is stored for every thread before the split and read after it;
 * a thread variable used by more than one run, or inside a block-level loop, lives in a
-  per-thread array (its type comes from compiling the flat kernel: ``probe_source``);
+  per-thread array (its type comes from compiling the flat kernel: cuda_blocks.py);
 * ``return`` marks the thread done: later runs skip it;
 * shared arrays are allocated once per block.
 
@@ -39,6 +39,7 @@ from .fission_ast import (
     is_split,
     loose_jumps,
     marker,
+    rematerializable,
     names,
     own_exprs,
     replace,
@@ -48,9 +49,10 @@ from .fission_ast import (
     without_returns,
     written_first,
 )
+from .cuda_guard import thread_ranges
 from .fission_grid import grid_source, has_grid_split
 
-__all__ = ["BlockProgram", "COLLECTIVES"]
+__all__ = ["BLOCK_CTX", "BlockProgram", "COLLECTIVES", "THREAD_CTX"]
 
 # collective marker -> (level, computed once per block rather than per thread)
 COLLECTIVES = {
@@ -62,8 +64,8 @@ COLLECTIVES = {
     "_kr_coll_match_all": ("warp", False), "_kr_coll_active": ("warp", False),
 }
 ACTIVE = "_kr_active"  # activemask's operand: whether the thread runs this point (the guards)
-_BLOCK_CTX = {f"_kr_{p}{d}" for p in ("b", "bd", "gd", "n") for d in range(3)} | {"_kr_grid", "_kr_block", "_kr_nt"}
-_THREAD_CTX = {f"_kr_{p}{d}" for p in ("t", "g") for d in range(3)} | {"_kr_lane", "_kr_tid"}
+BLOCK_CTX = {f"_kr_{p}{d}" for p in ("b", "bd", "gd", "n") for d in range(3)} | {"_kr_grid", "_kr_block", "_kr_nt"}
+THREAD_CTX = {f"_kr_{p}{d}" for p in ("t", "g") for d in range(3)} | {"_kr_lane", "_kr_tid"}
 _TID = "_kr_tid"
 
 
@@ -84,7 +86,13 @@ class BlockProgram:
     def __post_init__(self):
         self.body = self._hoist_shared(self._normalize(self.body))
         self.grid_mode = any(has_grid_split(s) for s in self.body)
+        if self.grid_mode and any(_dynamic(shape) for _, shape, _ in self.shared):
+            self.fail("dynamic shared memory (cuda.shared.array(0, ...)) with a grid-wide barrier",
+                      "give the shared array a constant size")
         self._analyse()
+        self.remat = rematerializable(self.body, self.thread_vars - self.forced_store, self.params,
+                                      THREAD_CTX | BLOCK_CTX, [v for v, _, _ in self.shared])
+        self.returns = any(isinstance(n, ast.Return) for s in self.body for n in ast.walk(s))
         self.runs: list[list] = []  # filled by source(): each run's statements
         self._loop_depth_runs: list[bool] = []
 
@@ -178,7 +186,7 @@ class BlockProgram:
         for node in ast.walk(expr):
             if isinstance(node, ast.Name):
                 n = node.id
-                if n in _THREAD_CTX or n.startswith("_kr_atomic"):
+                if n in THREAD_CTX or n.startswith("_kr_atomic"):
                     return False
                 if n in COLLECTIVES and not COLLECTIVES[n][1]:  # a warp collective differs by warp
                     return False
@@ -222,7 +230,7 @@ class BlockProgram:
                 if isinstance(c, ast.If):
                     newly.add(id(c))
                     continue
-                culprits = sorted((names(expr) & (self.locals | _THREAD_CTX)) - valid)
+                culprits = sorted((names(expr) & (self.locals | THREAD_CTX)) - valid)
                 shown = ", ".join(user_name(n) for n in culprits) or "the thread's position"
                 self.fail("a barrier inside a loop whose trip count differs between threads "
                           f"(it depends on {shown})", "CUDA leaves that undefined; loop the same "
@@ -258,7 +266,7 @@ class BlockProgram:
         if storage is None:
             counts: dict[str, int] = {}
             for refs, in_loop, run in self._run_refs:
-                for v in refs & self.thread_vars:  # a run in a loop carries what it reads first
+                for v in refs & self.thread_vars - self.remat.keys():  # a run in a loop carries what it reads first
                     counts[v] = counts.get(v, 0) + (2 if in_loop and not written_first(run, v) else 1)
             self.stored = {v for v, c in counts.items() if c > 1} | self.forced_store | \
                 {f"_kr_p{k}" for k in range(self._n_pred)}
@@ -266,10 +274,12 @@ class BlockProgram:
             return ""
         if self.grid_mode:
             return text
-        head = [f"def {name}(_kr_lo, _kr_hi, _kr_grid, _kr_block{''.join(', ' + p for p in self.params)}):"]
+        head = [f"def {name}(_kr_lo, _kr_hi, _kr_grid, _kr_block, _kr_shared_mem{''.join(', ' + p for p in self.params)}):"]
         head += [f"    _kr_bd{d} = _kr_block[{d}]" for d in range(3)] + [f"    _kr_gd{d} = _kr_grid[{d}]" for d in range(3)]
         head += ["    _kr_nt = _kr_bd0 * _kr_bd1 * _kr_bd2"] + [f"    _kr_n{d} = _kr_gd{d} * _kr_bd{d}" for d in range(3)]
-        head += [f"    {v} = _kr_np.zeros({ast.unparse(shape)}, {ast.unparse(dtype)})" for v, shape, dtype in self.shared]
+        head += ["    _kr_dyn = _kr_np.zeros(_kr_shared_mem, _kr_np.uint8)"] * any(_dynamic(s) for _, s, _ in self.shared)
+        head += [f"    {v} = _kr_dynamic(_kr_dyn, {ast.unparse(dtype)})" if _dynamic(shape) else
+                 f"    {v} = _kr_np.zeros({ast.unparse(shape)}, {ast.unparse(dtype)})" for v, shape, dtype in self.shared]
         head += [f"    {DONE} = _kr_np.zeros(_kr_nt, _kr_np.bool_)"]
         for v in sorted(self.stored):
             kind, *rest = storage[v]
@@ -337,28 +347,42 @@ class BlockProgram:
         if self._layout_only:
             return
         pad = "    " * indent
-        inner = pad + "    "
-        # the block's threads, x fastest as CUDA numbers them, without a division per thread
-        body = [f"{pad}for _kr_t2 in range(_kr_bd2):", f"{pad}    for _kr_t1 in range(_kr_bd1):",
-                f"{pad}        for _kr_t0 in range(_kr_bd0):"]
-        inner += "        "
-        body += [f"{inner}_kr_tid = _kr_t0 + _kr_bd0 * (_kr_t1 + _kr_bd1 * _kr_t2)",
-                 f"{inner}if {DONE}[_kr_tid]:", f"{inner}    continue", f"{inner}_kr_lane = _kr_tid & 31"]
-        body += [f"{inner}_kr_g{d} = _kr_b{d} * _kr_bd{d} + _kr_t{d}" for d in range(3)]
+        inner = pad + "    " * 3
         stored = refs & self.stored
-        body += [f"{inner}{v} = _kr_s_{v}[_kr_tid]" for v in sorted(stored)]
+        remat = [ast.parse(f"{v} = {self.remat[v]}").body[0] for v in sorted(refs & self.remat.keys())]
         active = [s for s in run if isinstance(s, ast.Assign) and marker(s.value) == ACTIVE]
+        stmts = [self._local_array_view(copy.deepcopy(s)) for s in run if s not in active]
+        loops = self._thread_ranges(remat, stmts) if not active else None
+        if loops is not None:
+            loops, stmts = loops
+        # the block's threads, x fastest as CUDA numbers them, without a division per thread
+        ranges = loops or [f"range(_kr_bd{d})" for d in range(3)]
+        body = [f"{pad}for _kr_t2 in {ranges[2]}:", f"{pad}    for _kr_t1 in {ranges[1]}:",
+                f"{pad}        for _kr_t0 in {ranges[0]}:", f"{inner}_kr_tid = _kr_t0 + _kr_bd0 * (_kr_t1 + _kr_bd1 * _kr_t2)"]
+        if self.returns:
+            body += [f"{inner}if {DONE}[_kr_tid]:", f"{inner}    continue"]
+        body += [f"{inner}_kr_lane = _kr_tid & 31"] + [f"{inner}_kr_g{d} = _kr_b{d} * _kr_bd{d} + _kr_t{d}" for d in range(3)]
+        body += [f"{inner}{v} = _kr_s_{v}[_kr_tid]" for v in sorted(stored)]
+        body += [inner + ast.unparse(s) for s in remat]
         for s in active:  # stored before the guards: a skipping thread records that it skipped
             body.append(f"{inner}_kr_s_{s.targets[0].id}[_kr_tid] = {' and '.join(guards) or 'True'}")
         if guards:
             body += [f"{inner}if not ({' and '.join(guards)}):", f"{inner}    continue"]
-        stmts = [self._local_array_view(copy.deepcopy(s)) for s in run if s not in active]
         stmts, _ = without_returns(stmts, False)
         body += [inner + line for s in stmts for line in ast.unparse(s).splitlines()]
         written = set().union(*(stored_names(s) for s in run if s not in active)) & stored
         body += [f"{inner}_kr_s_{v}[_kr_tid] = {v}" for v in sorted(written)
                  if self._storage[v][0] == "scalar"]
         lines.extend(body)
+
+    def _thread_ranges(self, remat, stmts):
+        """``(ranges per axis, stmts)`` where the run is ``if <thread index within uniform bounds>:
+        ...`` (a tree's ``if t < s``): the loops then run those threads only; else None."""
+        if any(stored_names(s) & self.stored for s in stmts[:-1]):
+            return None  # a thread outside the range would miss a store of its own
+        assigned = set().union(*(stored_names(s) for s in self.body))  # a parameter a thread reassigns is its own
+        uniform = self.block_vars | BLOCK_CTX | (set(self.params) - assigned)
+        return thread_ranges(remat, stmts, uniform)
 
     def _local_array_view(self, s):
         """``x = cuda.local.array(...)`` of a stored array: the thread's slice of its storage."""
@@ -369,23 +393,7 @@ class BlockProgram:
                     node.value = ast.parse(f"_kr_s_{v}[_kr_tid]", mode="eval").body
         return s
 
-    def local_array_spec(self, var: str):
-        """(shape source, dtype source) of ``var = cuda.local.array(shape, dtype)``, or None."""
-        for node in ast.walk(ast.Module(body=self.body, type_ignores=[])):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in node.targets):
-                if marker(node.value) == "_kr_np_empty" and len(node.value.args) == 2:
-                    shape = node.value.args[0]
-                    dims = shape.elts if isinstance(shape, ast.Tuple) else [shape]
-                    return ", ".join(ast.unparse(d) for d in dims), ast.unparse(node.value.args[1])
-        return None
 
-    def probe_source(self, name: str) -> str:
-        """The kernel as one thread's function, barriers removed: numba types its variables."""
-        ctx = sorted(_BLOCK_CTX | _THREAD_CTX)
-        head = [f"def {name}({', '.join(ctx + [DONE] + list(self.params))}):"]
-        head += [f"    {v} = _kr_np.zeros({ast.unparse(shape)}, {ast.unparse(dtype)})" for v, shape, dtype in self.shared]
-        body = copy.deepcopy(self.body)
-        flat = Flatten(self.forced_store).visit(ast.Module(body=body, type_ignores=[]))
-        ast.fix_missing_locations(flat)
-        lines = [("    " + line) for line in ast.unparse(flat).splitlines()]
-        return "\n".join(head + (lines or ["    pass"]) + ["    return None"]) + "\n"
+def _dynamic(shape) -> bool:
+    """``cuda.shared.array(0, ...)``: sized by the launch's dynamic shared memory."""
+    return isinstance(shape, ast.Constant) and shape.value == 0

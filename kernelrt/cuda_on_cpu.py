@@ -9,8 +9,8 @@ and kernels it calls are translated the same way. A kernel without barriers beco
 ``njit(parallel=True)`` loop over its threads; one with barriers, shared memory or warp
 collectives runs in blocks, each block's threads as loops split at the barriers, blocks in
 parallel (cuda_fission.py, cuda_blocks.py); a grid-wide barrier cuts it into phases, each a
-parallel loop over the blocks (fission_grid.py). What has no CPU meaning (dynamic shared
-memory, ``declare_device``, a barrier in a loop whose trip count differs between threads)
+parallel loop over the blocks (fission_grid.py). What has no CPU meaning (``declare_device``,
+a barrier in a loop whose trip count differs between threads)
 is refused with ``CpuTranslationError`` (the feature, the reason, the way out) before
 anything runs. Names resolve through the kernel's globals and closure, however
 ``numba.cuda`` was imported. Nothing here needs a CUDA toolkit, driver or simulator.
@@ -23,7 +23,7 @@ import inspect
 import math
 import textwrap
 
-from . import codegen, cuda_blocks
+from . import codegen, cuda_blocks, cuda_guard, cuda_private
 from .cuda_fission import BlockProgram
 from .cuda_names import (
     BLOCK_CALLS,
@@ -56,6 +56,7 @@ def cpu_twin(kernel, debug: bool = False):
     ``debug``: the backend's debug mode; device functions and atomics check their indices too.
     """
     import numba  # lazy: importing kernelrt loads no numba
+    import numpy as np
 
     translator = _Translator(kernel.name, kernel.options["fastmath"], debug)
     body = translator.function(kernel.py_func, as_kernel=True)
@@ -63,31 +64,14 @@ def cpu_twin(kernel, debug: bool = False):
         program, ns = translator.block
         digest = f"runtime {translator_digest()}, code {text_digest(''.join(translator.texts))}"
         return cuda_blocks.block_twin(kernel, program, ns, digest, fastmath=kernel.options["fastmath"], debug=debug)
-    args = ", ".join(f"a_{p}" for p in kernel.params)
-    tail = f", {args}" if args else ""
-    call = f"body(i, j, k, grid, block{tail})"
-    src = (
-        f"def {kernel.name}__cpu(grid, block{tail}):\n"
-        # The docstring carries the translator's digest into the source the cache key hashes.
-        f'    """CPU translation of the CUDA kernel {kernel.qualname} (runtime {translator_digest()})."""\n'
-        "    nx = grid[0] * block[0]\n"
-        "    ny = grid[1] * block[1]\n"
-        "    nz = grid[2] * block[2]\n"
-        "    rows = ny * nz\n"
-        f"    if rows >= {_MIN_PARALLEL_ROWS}:\n"
-        "        for r in prange(rows):\n"
-        "            k = r // ny\n"
-        "            j = r - k * ny\n"
-        "            for i in range(nx):\n"
-        f"                {call}\n"
-        "    else:\n"
-        "        for k in range(nz):\n"
-        "            for j in range(ny):\n"
-        "                for i in prange(nx):\n"
-        f"                    {call}\n"
-    )
-    ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__}
-    return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu translation")
+    # The docstring carries the translator's digest into the source the cache key hashes.
+    about = f"CPU translation of the CUDA kernel {kernel.qualname} (runtime {translator_digest()})."
+    src = codegen.cuda_translation_source(kernel.name, about, kernel.params, translator.bounds, _MIN_PARALLEL_ROWS,
+                                          translator.private, cuda_private.CHUNKS, cuda_private.PRIVATE_BYTES)
+    ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__, "_kr_np": np,
+          "body_private": translator.private_body, "_kr_add_copy": cuda_private.add_copy(),
+          "_kr_upper": numba.njit(cuda_guard.upper), "_kr_lower": numba.njit(cuda_guard.lower)}
+    return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu translation{' debug' * debug}")
 
 
 class _Translator:
@@ -103,6 +87,8 @@ class _Translator:
         self.texts: list[str] = []  # every translated function, for the block driver's digest
         self.opaque: dict[int, bool] = {}  # function -> whether it calls something that may write
         self.block = None  # (BlockProgram, namespace) of a kernel that synchronises
+        self.bounds: list[list] = [[], [], []]  # the kernel's guard as loop bounds (cuda_guard.py)
+        self.private, self.private_body = [], None  # arrays only added into, and the body adding without atomics
 
     def helper_name(self, target) -> str:
         """A name for a translated device function, the same in every process (cache keys)."""
@@ -159,11 +145,17 @@ class _Translator:
             self.block = (program, dict(ns, **rewriter.helpers, __name__=py_func.__module__))
             self.in_progress.discard(id(py_func))
             return None
+        if as_kernel:
+            params = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
+            constants = {k: v for k, v in ns.items() if k not in local_names}  # a local shadows a global
+            entry_args = {p: ast.Name(f"a_{p}", ast.Load()) for p in params}  # the entry's names
+            fdef.body, self.bounds = cuda_guard.hoist_guard(fdef.body, entry_args, constants, collapse=True)
+            self.private = [] if self.debug else cuda_private.private_arrays(fdef.body, params)
         fdef.decorator_list = []
         fdef.name = f"{py_func.__name__}__cpu_body" if as_kernel else f"{py_func.__name__}__cpu_device"
         ctx_args = [ast.arg(arg=a) for a in _CTX]
         fdef.args.posonlyargs, fdef.args.args = [], ctx_args + fdef.args.posonlyargs + fdef.args.args
-        fdef.body = rewriter.prologue() + fdef.body
+        fdef.body = ast.parse(codegen.thread_prologue(rewriter.used)).body + fdef.body
         tree.body = [ast.fix_missing_locations(fdef)]
         ns.update(rewriter.helpers)
         ns["__name__"] = py_func.__module__
@@ -178,10 +170,16 @@ class _Translator:
         # one calls something opaque that may write an array (an atomic): numba's parfor pass
         # would hoist reads of that array out of the loop, and see the old value.
         self.opaque[id(py_func)] = rewriter.writes_through_calls
-        inline = "never" if rewriter.writes_through_calls else "always"
+        # ...which cannot happen where the arrays atomics write are touched by atomics only
+        safe = not rewriter.other_writes and cuda_private.only_in_atomics(fdef.body, {a for _, a in rewriter.atomics})
+        inline = "always" if safe else "never"
         checks = {"boundscheck": True} if self.debug else {}
         jitted = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(self.fastmath),
                             **checks)(func)
+        if as_kernel and self.private:  # the same text with cuda.atomic.add as a plain add
+            plain = dict(ns, _kr_atomic_add=numba.njit(inline="always")(cuda_private.private_add))
+            self.private_body = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(
+                self.fastmath))(codegen.materialize(text, fdef.name, plain, origin + " private"))
         self.done[id(py_func)] = jitted
         self.in_progress.discard(id(py_func))
         return jitted
@@ -197,6 +195,8 @@ class _Rewriter(ast.NodeTransformer):
         self.used: set[str] = set()
         self.helpers: dict[str, object] = {}
         self.writes_through_calls = False  # an atomic, device function or other jitted callee
+        self.atomics: list[tuple[str, str | None]] = []  # (operation, array name) of each atomic call
+        self.other_writes = False  # a call that may write other than a direct atomic
         self.block_features = False  # a barrier, shared array or collective: cuda_fission.py
         self.grid_groups: set[str] = set()  # names bound to cuda.cg.this_grid()
 
@@ -248,6 +248,7 @@ class _Rewriter(ast.NodeTransformer):
         if target is not None:
             node.func = self.helper(self.t.helper_name(target), self.t.function(target, as_kernel=False))
             self.writes_through_calls |= self.t.opaque[id(target)]
+            self.other_writes |= self.t.opaque[id(target)]
             node.args = [self.name(a) for a in _CTX] + [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node
@@ -270,8 +271,12 @@ class _Rewriter(ast.NodeTransformer):
                         "it is CUDA C/C++, PTX or LTO-IR code with no Python source to run on a CPU",
                         fix="Give the kernel a CPU twin that does its work in Python")
         if not pure_callee(callee):
-            self.writes_through_calls = True
+            self.writes_through_calls = self.other_writes = True
         return self.generic_visit(node)
+
+    def visit_BinOp(self, node: ast.BinOp):
+        axis = cuda_guard.global_index_axis(node, self.cuda_path)  # the grid index, without a division
+        return self.generic_visit(node) if axis is None else self.name(f"_kr_g{axis}")
 
     def visit_Attribute(self, node: ast.Attribute):
         if isinstance(node.value, ast.Name) and node.value.id in self.grid_groups:  # not g.sync()
@@ -314,7 +319,7 @@ class _Rewriter(ast.NodeTransformer):
 
             operations = CHECKED_OPERATIONS if self.t.debug else OPERATIONS
             if rest in operations:
-                self.writes_through_calls = True
+                self.writes_through_calls = self.other_writes = True
                 return self.helper(f"_kr_atomic_{rest}", operations[rest])
         if path == "declare_device":
             self.t.fail("cuda.declare_device", "it links CUDA C/C++ or PTX, which has no CPU meaning",
@@ -339,6 +344,7 @@ class _Rewriter(ast.NodeTransformer):
         if op not in operations:
             return self.refuse(f"atomic.{op}")
         self.writes_through_calls = True
+        self.atomics.append((op, node.args[0].id if node.args and isinstance(node.args[0], ast.Name) else None))
         node.func = self.helper(f"_kr_atomic_{op}", operations[op])
         node.args = [self.visit(a) for a in node.args]
         return node
@@ -350,9 +356,8 @@ class _Rewriter(ast.NodeTransformer):
         keywords = {k.arg: self.visit(k.value) for k in node.keywords}
         if path == "shared.array":
             args = args + [keywords.pop(k) for k in ("shape", "dtype")[len(args):] if k in keywords]
-            if len(args) != 2 or (isinstance(args[0], ast.Constant) and args[0].value == 0):
-                self.t.fail("dynamic shared memory (cuda.shared.array(0, ...))",
-                            "its size comes from the launch, which the CPU backend does not take")
+            if len(args) != 2:
+                self.t.fail("cuda.shared.array without a shape and a dtype")
         elif keywords:
             self.t.fail(f"cuda.{path} with keyword arguments")
         if marker.startswith("_kr_split"):
@@ -378,23 +383,3 @@ class _Rewriter(ast.NodeTransformer):
     def helper(self, name: str, value) -> ast.Name:
         self.helpers[name] = value
         return ast.Name(id=name, ctx=ast.Load())
-
-    # -- the values the rewritten code reads -----------------------------------------------------
-
-    def prologue(self) -> list[ast.stmt]:
-        """Assignments of the thread quantities this function uses, from the global index."""
-        lines = []
-        for d in range(3):
-            if self.used & {f"_kr_n{d}"}:
-                lines.append(f"_kr_n{d} = _kr_grid[{d}] * _kr_block[{d}]")
-            if self.used & {f"_kr_bd{d}"}:
-                lines.append(f"_kr_bd{d} = _kr_block[{d}]")
-            if self.used & {f"_kr_gd{d}"}:
-                lines.append(f"_kr_gd{d} = _kr_grid[{d}]")
-            if self.used & {f"_kr_b{d}"}:
-                lines.append(f"_kr_b{d} = _kr_g{d} // _kr_block[{d}]")
-            if self.used & {f"_kr_t{d}", "_kr_lane"}:
-                lines.append(f"_kr_t{d} = _kr_g{d} % _kr_block[{d}]")
-        if "_kr_lane" in self.used:
-            lines.append("_kr_lane = (_kr_t0 + _kr_block[0] * (_kr_t1 + _kr_block[1] * _kr_t2)) % 32")
-        return ast.parse("\n".join(lines)).body

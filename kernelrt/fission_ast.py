@@ -174,3 +174,38 @@ def _assignments(node):
     if isinstance(node, ast.AugAssign | ast.AnnAssign | ast.For) and isinstance(node.target, ast.Name):
         return [(node.target.id, None)]
     return []
+
+
+def rematerializable(body, thread_vars, params, context, arrays=()) -> dict[str, str]:
+    """Thread variables a run can recompute instead of storing: assigned once, at the top of
+    the kernel, from the thread's position, parameters never assigned, constants and slices
+    of ``arrays`` (the shared ones) or parameters (``t = cuda.threadIdx.x``, ``sm1 = dyn[0:n]``:
+    a view, which a per-thread array could not hold). Recomputed, ``t`` is the loop index to
+    LLVM, and a run's ``if t < s`` can become the loop's range (cuda_guard.hoist_guard)."""
+    module = ast.Module(body=body, type_ignores=[])
+    counts: dict[str, int] = {}
+    for node in ast.walk(module):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+    readable = set(context) | {p for p in params if p not in counts} | set(arrays)
+    found = {}
+    for s in body:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            continue
+        var = s.targets[0].id
+        if var in thread_vars and counts[var] == 1 and _pure(s.value) and names(s.value) <= readable:
+            found[var] = ast.unparse(s.value)
+    return found
+
+
+def _pure(expr) -> bool:
+    """Arithmetic of names and constants, or a slice (a view: no element is read)."""
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Subscript):
+            parts = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            if not all(isinstance(p, ast.Slice) for p in parts) or not isinstance(n.value, ast.Name):
+                return False
+        elif not isinstance(n, ast.Name | ast.Constant | ast.BinOp | ast.UnaryOp | ast.operator | ast.unaryop
+                            | ast.Load | ast.Slice | ast.Tuple):
+            return False
+    return True

@@ -31,7 +31,7 @@ def has_grid_split(stmt) -> bool:
 
 
 def grid_source(program, name: str, storage: dict | None) -> str:
-    """Two functions: the grid program ``name(_kr_grid, _kr_block, *params)`` and the phase
+    """Two functions: the grid program ``name(_kr_grid, _kr_block, _kr_shared_mem, *params)`` and the phase
     function it calls for every block (``name`` + ``_phase``)."""
     loop_vars = sorted(_grid_vars(program))
     stored = sorted(getattr(program, "stored", ()))  # not known yet while the runs are laid out
@@ -58,7 +58,7 @@ def grid_source(program, name: str, storage: dict | None) -> str:
     for k, body in enumerate(phase_lines):
         phase += [f"    {'if' if k == 0 else 'elif'} _kr_phase == {k}:", "        pass", *body]
     phase.append("    return None")
-    grid = [f"def {name}(_kr_grid, _kr_block{''.join(', ' + p for p in program.params)}):", *_sizes(),
+    grid = [f"def {name}(_kr_grid, _kr_block, _kr_shared_mem{''.join(', ' + p for p in program.params)}):", *_sizes(),
             "    _kr_nb = _kr_gd0 * _kr_gd1 * _kr_gd2", "    _kr_all = _kr_nb * _kr_nt",
             "    _kr_gs_done = _kr_np.zeros(_kr_all, _kr_np.bool_)"]
     grid += [f"    {v} = 0" for v in loop_vars]  # every phase receives them, even before their loop

@@ -58,6 +58,7 @@ def translator_digest() -> str:
     here = Path(__file__).resolve().parent
     files = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "fission_ast.py", "cuda_blocks.py",
              "cpu_collectives.py", "cuda_inline.py", "cpu_intrinsics.py", "cpu_libdevice.py", "fission_grid.py",
+             "cuda_guard.py", "codegen.py", "cuda_names.py",
              "kernel_source.py")
     data = b"".join((here / name).read_bytes() for name in files)
     return hashlib.sha256(data).hexdigest()[:16]

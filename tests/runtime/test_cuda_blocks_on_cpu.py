@@ -13,7 +13,7 @@ import sys
 import numba
 import numpy as np
 import pytest
-from numba import cuda, float64, int32
+from numba import cuda, float32, float64, int32
 
 import kernelrt
 from kernelrt import CpuTranslationError
@@ -250,18 +250,10 @@ def test_grid_wide_barrier_orders_every_block(cpu):
     np.testing.assert_array_equal(b, want_b)
 
 
-@cuda.jit
-def dynamic_shared(out):
-    s = cuda.shared.array(0, float64)
-    s[0] = 1.0
-    out[0] = s[0]
-
-
 @pytest.mark.parametrize("kernel, words", [
     (thread_loop_barrier, ["loop whose trip count differs between threads", "cuda.threadIdx", "undefined"]),
     (calls_synchronising_helper, ["device function", "returns_early", "returning before its end"]),
     (grid_sync, ["loop whose trip count differs between threads", "cuda.threadIdx"]),
-    (dynamic_shared, ["dynamic shared memory"]),
 ])
 def test_what_cannot_run_is_refused_by_name_before_running(cpu, kernel, words):
     out = np.zeros(64)
@@ -271,6 +263,44 @@ def test_what_cannot_run_is_refused_by_name_before_running(cpu, kernel, words):
         assert word in str(info.value)
     assert "@k.cpu" in str(info.value) and "a block's threads run one after another" not in str(info.value)
     assert not out.any()
+
+
+@cuda.jit
+def dynamic_views(a, out, n):
+    # every cuda.shared.array(0, ...) of a block is the launch's dynamic shared memory
+    ints = cuda.shared.array(0, int32)
+    floats = cuda.shared.array(0, float64)
+    head = floats[0:n]
+    t = cuda.threadIdx.x
+    floats[t] = a[cuda.grid(1)]
+    cuda.syncthreads()
+    if t < n:
+        out[cuda.grid(1)] = head[n - 1 - t] + ints[2 * t] * 0  # the same bytes, read as int32 too
+
+
+@pytest.mark.parametrize("shared_mem", [64 * 8, 64 * 8 + 5])  # whole float64s only, as a GPU has
+def test_dynamic_shared_memory_comes_from_the_launch(cpu, shared_mem):
+    a = np.random.default_rng(9).standard_normal(128)
+    out = np.zeros(128)
+    cpu.launch_kernel(dynamic_views, 2, 64, a, out, 16, shared_mem=shared_mem)
+    want = np.zeros((2, 64))
+    want[:, :16] = a.reshape(2, 64)[:, 15::-1]
+    np.testing.assert_array_equal(out, want.ravel())
+
+
+def test_two_dynamic_arrays_alias(cpu):
+    @cuda.jit
+    def alias(x):
+        a = cuda.shared.array(0, dtype=int32)
+        b = cuda.shared.array(0, dtype=float32)
+        t = cuda.threadIdx.x
+        a[t] = t
+        cuda.syncthreads()
+        x[t] = b[t]
+
+    x = np.zeros(8, np.float32)
+    cpu.launch_kernel(alias, 1, 8, x, shared_mem=32)
+    assert x.view(np.int32).tolist() == list(range(8))
 
 
 @cuda.jit

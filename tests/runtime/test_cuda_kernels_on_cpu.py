@@ -97,7 +97,8 @@ def test_integer_atomics(cpu):
     "body, feature",
     [
         ("g = cuda.cg.this_grid()\n    out[0] = g.size", "the grid group's 'size', which the CPU backend cannot run"),
-        ("s = cuda.shared.array(0, numba.float32)\n    s[0] = 1.0", "dynamic shared memory"),
+        ("s = cuda.shared.array(0, numba.float32)\n    s[0] = 1.0\n    g = cuda.cg.this_grid()\n    g.sync()",
+         "dynamic shared memory (cuda.shared.array(0, ...)) with a grid-wide barrier"),
         ("for k in range(cuda.threadIdx.x):\n        cuda.syncthreads()", "loop whose trip count differs between threads"),
         ("out[0] = cuda.to_device(out)[0]", "cuda.to_device, which the CPU backend cannot run: not supported"),
     ],
