@@ -84,6 +84,8 @@ class _Translator:
         self.done: dict[int, object] = {}
         self.names: dict[int, str] = {}  # device function -> helper name, numbered in first-seen order
         self.in_progress: set[int] = set()
+        self.recursive: set[int] = set()  # device functions that call themselves, directly or not
+        self.pending: list[tuple[dict, str, int]] = []  # (namespace, name, function) bound when compiled
         self.texts: list[str] = []  # every translated function, for the block driver's digest
         self.opaque: dict[int, bool] = {}  # function -> whether it calls something that may write
         self.block = None  # (BlockProgram, namespace) of a kernel that synchronises
@@ -112,8 +114,9 @@ class _Translator:
 
         if id(py_func) in self.done:
             return self.done[id(py_func)]
-        if id(py_func) in self.in_progress:
-            self.fail(f"the recursive device function {py_func.__qualname__!r}", "recursion is not translated")
+        if id(py_func) in self.in_progress:  # recursion: the caller's name is bound once this is compiled
+            self.recursive.add(id(py_func))
+            return None
         self.in_progress.add(id(py_func))
         try:
             source = textwrap.dedent(inspect.getsource(py_func))
@@ -158,6 +161,7 @@ class _Translator:
         fdef.body = ast.parse(codegen.thread_prologue(rewriter.used)).body + fdef.body
         tree.body = [ast.fix_missing_locations(fdef)]
         ns.update(rewriter.helpers)
+        self.pending += [(ns, n, t) for n, t in rewriter.recursive_calls]
         ns["__name__"] = py_func.__module__
         text = ast.unparse(tree) + "\n"
         self.texts.append(text)
@@ -172,7 +176,7 @@ class _Translator:
         self.opaque[id(py_func)] = rewriter.writes_through_calls
         # ...which cannot happen where the arrays atomics write are touched by atomics only
         safe = not rewriter.other_writes and cuda_private.only_in_atomics(fdef.body, {a for _, a in rewriter.atomics})
-        inline = "always" if safe else "never"
+        inline = "always" if safe and id(py_func) not in self.recursive else "never"
         checks = {"boundscheck": True} if self.debug else {}
         jitted = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(self.fastmath),
                             **checks)(func)
@@ -181,6 +185,9 @@ class _Translator:
             self.private_body = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(
                 self.fastmath))(codegen.materialize(text, fdef.name, plain, origin + " private"))
         self.done[id(py_func)] = jitted
+        for namespace, name, target in self.pending:  # numba reads globals when it compiles: bound in time
+            if target == id(py_func):
+                namespace[name] = jitted
         self.in_progress.discard(id(py_func))
         return jitted
 
@@ -197,6 +204,7 @@ class _Rewriter(ast.NodeTransformer):
         self.writes_through_calls = False  # an atomic, device function or other jitted callee
         self.atomics: list[tuple[str, str | None]] = []  # (operation, array name) of each atomic call
         self.other_writes = False  # a call that may write other than a direct atomic
+        self.recursive_calls: list[tuple[str, int]] = []  # (helper name, function) of calls still in translation
         self.block_features = False  # a barrier, shared array or collective: cuda_fission.py
         self.grid_groups: set[str] = set()  # names bound to cuda.cg.this_grid()
 
@@ -246,9 +254,13 @@ class _Rewriter(ast.NodeTransformer):
             return self.generic_visit(node)
         target = self.device_function(node.func)
         if target is not None:
-            node.func = self.helper(self.t.helper_name(target), self.t.function(target, as_kernel=False))
-            self.writes_through_calls |= self.t.opaque[id(target)]
-            self.other_writes |= self.t.opaque[id(target)]
+            name, translated = self.t.helper_name(target), self.t.function(target, as_kernel=False)
+            node.func = self.helper(name, translated)
+            if translated is None:  # a recursive call: bound once the callee is compiled
+                self.recursive_calls.append((name, id(target)))
+            opaque = self.t.opaque.get(id(target), True)  # not known yet for a recursive call
+            self.writes_through_calls |= opaque
+            self.other_writes |= opaque
             node.args = [self.name(a) for a in _CTX] + [self.visit(a) for a in node.args]
             node.keywords = [self.visit(k) for k in node.keywords]
             return node

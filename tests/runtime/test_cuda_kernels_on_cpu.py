@@ -345,13 +345,37 @@ def _countdown(n):
     return 0 if n == 0 else _countdown(n - 1)
 
 
-def test_recursive_device_functions_are_refused(cpu):
+@cuda.jit(device=True)
+def _is_even(n):
+    if n == 0:
+        return True
+    return _is_odd(n - 1)
+
+
+@cuda.jit(device=True)
+def _is_odd(n):
+    if n == 0:
+        return False
+    return _is_even(n - 1)
+
+
+def test_recursive_device_functions_run(cpu):
     @cuda.jit
     def recursive(out):
         out[0] = _countdown(3)
 
-    with pytest.raises(CpuTranslationError, match="recursive device function '_countdown'"):
-        cpu.launch_kernel(recursive, 1, 1, np.zeros(1))
+    @cuda.jit
+    def parity(x, out):  # mutual recursion
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            out[i] = _is_even(x[i])
+
+    out = np.ones(1)
+    cpu.launch_kernel(recursive, 1, 1, out)
+    assert out[0] == 0
+    x, even = np.arange(37), np.zeros(37, np.bool_)
+    cpu.launch_kernel(parity, 2, 32, x, even)
+    np.testing.assert_array_equal(even, x % 2 == 0)
 
 
 def test_atomics_refuse_read_only_arrays(cpu):
