@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import re
 
 import numpy as np
@@ -35,8 +36,7 @@ def block_twin(kernel, program: BlockProgram, ns: dict, digest: str, *, fastmath
     from .cpu_collectives import HELPERS
 
     program.source("_kr_layout")  # lays out the runs: which variables need per-thread arrays
-    ns = dict(ns, _kr_np=np, _kr_upper=numba.njit(cuda_guard.upper), _kr_lower=numba.njit(cuda_guard.lower),
-              _kr_dynamic=numba.njit(dynamic_shared), **HELPERS)
+    ns = dict(ns, _kr_np=np, _kr_dynamic=_jitted_dynamic_shared(), **cuda_guard.limit_functions(), **HELPERS)
     checks = {"boundscheck": True} if debug else {}
     name = f"_kr_blocks_{kernel.name}"
 
@@ -119,6 +119,13 @@ def _block_function(kernel, program: BlockProgram, ns: dict, argtypes, fastmath:
         phase = ns[f"{fn_name}_phase"]
         ns[f"{fn_name}_phase"] = numba.njit(fastmath=fastmath, error_model=codegen.error_model(fastmath), **checks)(phase)
     return function
+
+
+@functools.cache
+def _jitted_dynamic_shared():
+    import numba  # lazy: importing kernelrt loads no numba
+
+    return numba.njit(dynamic_shared)
 
 
 def dynamic_shared(memory, dtype):

@@ -93,6 +93,8 @@ class BlockProgram:
         self.remat = rematerializable(self.body, self.thread_vars - self.forced_store, self.params,
                                       THREAD_CTX | BLOCK_CTX, [v for v, _, _ in self.shared])
         self.returns = any(isinstance(n, ast.Return) for s in self.body for n in ast.walk(s))
+        assigned = set().union(*(stored_names(s) for s in self.body))  # a parameter a thread reassigns is its own
+        self.uniform_params = set(self.params) - assigned
         self.runs: list[list] = []  # filled by source(): each run's statements
         self._loop_depth_runs: list[bool] = []
 
@@ -380,9 +382,7 @@ class BlockProgram:
         ...`` (a tree's ``if t < s``): the loops then run those threads only; else None."""
         if any(stored_names(s) & self.stored for s in stmts[:-1]):
             return None  # a thread outside the range would miss a store of its own
-        assigned = set().union(*(stored_names(s) for s in self.body))  # a parameter a thread reassigns is its own
-        uniform = self.block_vars | BLOCK_CTX | (set(self.params) - assigned)
-        return thread_ranges(remat, stmts, uniform)
+        return thread_ranges(remat, stmts, self.block_vars | BLOCK_CTX | self.uniform_params)
 
     def _local_array_view(self, s):
         """``x = cuda.local.array(...)`` of a stored array: the thread's slice of its storage."""

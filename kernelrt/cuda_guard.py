@@ -25,10 +25,11 @@ in order (``collapse``); cuda_fission.py uses the same analysis for a block run'
 from __future__ import annotations
 
 import ast
+import functools
 
 from .fission_ast import loose_jumps, written_first
 
-__all__ = ["global_index_axis", "hoist_guard", "lower", "thread_ranges", "upper"]
+__all__ = ["global_index_axis", "hoist_guard", "limit_functions", "lower", "thread_ranges", "upper"]
 
 _AXES = {"x": 0, "y": 1, "z": 2}
 _FLIP = {ast.Lt: ast.Gt, ast.LtE: ast.GtE, ast.Gt: ast.Lt, ast.GtE: ast.LtE, ast.Eq: ast.Eq}
@@ -146,19 +147,27 @@ def _assign(stmt: ast.Assign, env: dict, index: dict, constants: dict, sizes: di
     if not all(isinstance(t, ast.Name) for t in targets):
         return False
     values = stmt.value.elts if isinstance(stmt.value, ast.Tuple) and len(stmt.targets) == 1 else None
-    for pos, target in enumerate(targets):
+    # every value is read before any target is bound, as Python does (``a, b = b, a``)
+    found = [(target.id, _classify(values[pos] if values is not None and len(values) == len(targets) else (
+        stmt.value if len(targets) == 1 else None), env, index, sizes, constants)) for pos, target in enumerate(targets)]
+    for name, (kind, what) in found:
         for known in (env, index, sizes):
-            known.pop(target.id, None)
-        value = values[pos] if values is not None and len(values) == len(targets) else (
-            stmt.value if len(targets) == 1 else None)
-        axis = index.get(value.id) if isinstance(value, ast.Name) and value.id not in env else None
-        if axis is not None:
-            index[target.id] = axis
-        elif isinstance(value, ast.Name) and value.id in sizes:
-            sizes[target.id] = sizes[value.id]
-        elif value is not None and _uniform(value, env, constants):
-            env[target.id] = _substitute(value, env, constants)
+            known.pop(name, None)
+        if kind is not None:
+            {"index": index, "size": sizes, "uniform": env}[kind][name] = what
     return True
+
+
+def _classify(value, env: dict, index: dict, sizes: dict, constants: dict):
+    """``(kind, what)`` of an assigned value: a grid index (its axis), a grid size (its axis),
+    a uniform value (its expression at the entry), or ``(None, None)``."""
+    if isinstance(value, ast.Name) and value.id not in env and value.id in index:
+        return "index", index[value.id]
+    if isinstance(value, ast.Name) and value.id in sizes:
+        return "size", sizes[value.id]
+    if value is not None and _uniform(value, env, constants):
+        return "uniform", _substitute(value, env, constants)
+    return None, None
 
 
 def _grid_stride(loop: ast.For, body, env: dict, index: dict, sizes: dict, constants: dict):
@@ -267,6 +276,15 @@ def _limit(rel, bound, *, nan_runs_all: bool) -> tuple[str, str]:
         return ("upper" if upper_bound else "lower"), str(limit)
     call = f"{'_kr_upper' if upper_bound else '_kr_lower'}({ast.unparse(bound)}, {inclusive}, {nan_runs_all})"
     return ("upper" if upper_bound else "lower"), call
+
+
+@functools.cache
+def limit_functions() -> dict:
+    """``upper`` and ``lower`` compiled by numba once per process, under the names the
+    generated bounds call them by."""
+    from numba import njit  # lazy: importing kernelrt loads no numba
+
+    return {"_kr_upper": njit(upper), "_kr_lower": njit(lower)}
 
 
 def upper(e, inclusive: bool, nan_runs_all: bool) -> int:

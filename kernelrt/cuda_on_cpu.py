@@ -70,7 +70,7 @@ def cpu_twin(kernel, debug: bool = False):
                                           translator.private, cuda_private.CHUNKS, cuda_private.PRIVATE_BYTES)
     ns = {"prange": numba.prange, "body": body, "__name__": kernel.py_func.__module__, "_kr_np": np,
           "body_private": translator.private_body, "_kr_add_copy": cuda_private.add_copy(),
-          "_kr_upper": numba.njit(cuda_guard.upper), "_kr_lower": numba.njit(cuda_guard.lower)}
+          **cuda_guard.limit_functions()}
     return codegen.materialize(src, f"{kernel.name}__cpu", ns, f"{kernel.qualname} cpu translation{' debug' * debug}")
 
 
@@ -181,7 +181,7 @@ class _Translator:
         jitted = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(self.fastmath),
                             **checks)(func)
         if as_kernel and self.private:  # the same text with cuda.atomic.add as a plain add
-            plain = dict(ns, _kr_atomic_add=numba.njit(inline="always")(cuda_private.private_add))
+            plain = dict(ns, _kr_atomic_add=cuda_private.plain_add())
             self.private_body = numba.njit(inline=inline, fastmath=self.fastmath, error_model=codegen.error_model(
                 self.fastmath))(codegen.materialize(text, fdef.name, plain, origin + " private"))
         self.done[id(py_func)] = jitted

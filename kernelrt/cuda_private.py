@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 
-__all__ = ["CHUNKS", "PRIVATE_BYTES", "add_copy", "only_in_atomics", "private_add", "private_arrays"]
+__all__ = ["CHUNKS", "PRIVATE_BYTES", "add_copy", "only_in_atomics", "plain_add", "private_add", "private_arrays"]
 
 # Chunks of threads, each with its copy: a constant, not the core count, so that float sums
 # come out the same on every machine (and numba can cache code that reads no thread count).
@@ -58,6 +58,14 @@ def private_add(ary, idx, val):
     old = ary[idx]
     ary[idx] = old + val
     return old
+
+
+@functools.cache
+def plain_add():
+    """``private_add`` compiled by numba (inlined where called), once per process."""
+    from numba import njit  # lazy: importing kernelrt loads no numba
+
+    return njit(inline="always")(private_add)
 
 
 @functools.cache

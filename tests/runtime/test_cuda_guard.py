@@ -384,3 +384,11 @@ def test_thread_ranges_source():
     assert ast.unparse(ast.Module(body, [])) == "if t < s:\n    buf[t] = 0.0"
     run = [ast.parse("if t < s:\n    buf[t] = 0.0").body[0]]
     assert cuda_guard.thread_ranges(remat, run, {"buf"}) is None
+
+
+def test_a_swap_reads_both_values_before_binding():
+    # after `n, i = i, n`, n is the grid index and i the bound: the guard bounds n by a_n
+    source = "i = _kr_g0\nn, i = (i, n)\nif n >= i:\n    return\nout[n] = 1.0"
+    body, bounds = _hoist(source)
+    assert bounds == [[("upper", "_kr_upper(a_n, False, True)")], [], []]
+    assert "if" not in body
