@@ -52,15 +52,19 @@ def _unindented(const):
     return const
 
 
+# Every module the CUDA-to-CPU translator imports (tests/runtime/test_cuda_kernels_on_cpu.py
+# checks the list against cuda_on_cpu.py's imports; errors.py only words the refusals)
+TRANSLATOR_MODULES = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "fission_ast.py", "cuda_blocks.py",
+                      "cpu_collectives.py", "cuda_inline.py", "cpu_intrinsics.py", "cpu_libdevice.py",
+                      "fission_grid.py", "cuda_guard.py", "cuda_private.py", "codegen.py", "cuda_names.py",
+                      "kernel_source.py")
+
+
 def translator_digest() -> str:
     """Digest of the translator's modules: part of every translated kernel's source,
     so the cache key of a translated kernel changes when any of them does."""
     here = Path(__file__).resolve().parent
-    files = ("cuda_on_cpu.py", "cpu_atomics.py", "cuda_fission.py", "fission_ast.py", "cuda_blocks.py",
-             "cpu_collectives.py", "cuda_inline.py", "cpu_intrinsics.py", "cpu_libdevice.py", "fission_grid.py",
-             "cuda_guard.py", "codegen.py", "cuda_names.py",
-             "kernel_source.py")
-    data = b"".join((here / name).read_bytes() for name in files)
+    data = b"".join((here / name).read_bytes() for name in TRANSLATOR_MODULES)
     return hashlib.sha256(data).hexdigest()[:16]
 
 

@@ -431,3 +431,29 @@ def test_directly_imported_intrinsics_run(cpu):
 def test_a_device_function_is_not_a_kernel(cpu):
     with pytest.raises(kernelrt.BackendMismatchError, match="'_bump' is a device function"):
         cpu.launch_kernel(_bump, 1, 1, np.zeros(1), 1.0)
+
+
+def test_translator_digest_covers_every_translator_module():
+    # a module the translator imports but the digest leaves out would change translations
+    # without changing their cache keys: stale entries would be loaded
+    import ast
+    from pathlib import Path
+
+    from kernelrt import kernel_source
+
+    here = Path(kernel_source.__file__).resolve().parent
+    seen: set[str] = set()
+
+    def walk(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for node in ast.walk(ast.parse((here / name).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+                for mod in names:
+                    if (here / f"{mod}.py").exists():
+                        walk(f"{mod}.py")
+
+    walk("cuda_on_cpu.py")
+    assert seen - {"errors.py"} == set(kernel_source.TRANSLATOR_MODULES)
