@@ -6,9 +6,11 @@ and a k; the meshes:
 
 * ``ico6``, ``ico7`` (40,962 and 163,842 vertices), k in (50, 100), every route:
   SpectralBrain's ``NumpyBackend.eigsh(L, M, k)`` (ARPACK shift-invert, σ = -0.01, SuperLU;
-  peer), kernelrt ``method="cholesky"`` with cholespy (kernelrt), the same with
+  peer), kernelrt ``method="cholesky"`` (kernelrt; its default factor), the same with ``factor="cholespy"``
+  (variant "cholesky-cholespy") and with
   ``factor="superlu"`` (the fallback; role "variant"), ARPACK's same call with ``OPinv`` = a
-  cholespy solve of L + 0.01 M (ARPACK over the same factor; peer "arpack+cholespy") and
+  solve of L + 0.01 M by cholespy and by kernelrt's supernodal factor (ARPACK over the same
+  factor; peers "arpack+cholespy" and "arpack+supernodal") and
   ``method="chebyshev"`` (variant; on a CPU backend on the first mesh only, being the GPU
   route; everywhere on a CUDA backend).
 * ``ico8`` (655,362 vertices), k in (50, 100); ``noisy7`` (``noisy_icosphere(7, 0.1)``: no
@@ -53,7 +55,8 @@ LEVEL8 = os.environ.get("KERNELRT_BENCH_EIGEN_L8", "1") not in ("", "0")
 RSS = os.environ.get("KERNELRT_BENCH_EIGEN_RSS", "1") not in ("", "0")
 SIGMA = -0.01  # SpectralBrain's shift, also for the arpack+cholespy reference
 COHORT_K = 50
-ROUTES = ("spectralbrain", "cholesky", "cholesky-superlu", "arpack+cholespy", "chebyshev")
+ROUTES = ("spectralbrain", "cholesky", "cholesky-cholespy", "cholesky-superlu", "arpack+cholespy",
+          "arpack+supernodal", "chebyshev")
 # the peer first in every case: its eigenvalues are the reference of the others
 REFERENCE: dict = {}
 
@@ -65,7 +68,7 @@ def _have(module: str) -> bool:
         return False
 
 
-MAIN_ROUTES = ("spectralbrain", "cholesky", "arpack+cholespy", "chebyshev")
+MAIN_ROUTES = ("spectralbrain", "cholesky", "cholesky-cholespy", "arpack+cholespy", "arpack+supernodal", "chebyshev")
 
 
 def meshes_and_ks(quick: bool = QUICK) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
@@ -88,15 +91,17 @@ def label(route: str, backend_name: str = "cpu") -> tuple[str, str | None]:
     """(role, peer name) of a route."""
     return {"spectralbrain": ("peer", "spectralbrain 0.1.0 eigsh (ARPACK + SuperLU)"),
             "cholesky": ("kernelrt", None),
+            "cholesky-cholespy": ("variant", "kernelrt cholesky (cholespy factor)"),
             "cholesky-superlu": ("variant", "kernelrt cholesky (superlu fallback)"),
             "arpack+cholespy": ("peer", "arpack+cholespy"),
+            "arpack+supernodal": ("peer", "arpack+supernodal (ARPACK over the supernodal factor)"),
             "chebyshev": ("variant", f"kernelrt chebyshev ({backend_name})")}[route]
 
 
 def unavailable(route: str, mesh: str, backend_name: str, quick: bool = QUICK) -> str | None:
     """Why a route does not run in this case here, or None."""
-    needs = {"spectralbrain": "spectralbrain", "arpack+cholespy": "cholespy", "cholesky": "cholespy",
-             "chebyshev": "kernelrt.kernels.laplacian.chebyshev"}
+    needs = {"spectralbrain": "spectralbrain", "arpack+cholespy": "cholespy", "cholesky-cholespy": "cholespy",
+             "arpack+supernodal": "pymetis", "chebyshev": "kernelrt.kernels.laplacian.chebyshev"}
     if route in needs and not _have(needs[route]):
         return f"{needs[route]} is not installed"
     if mesh == "bunny" and _bunny_path() is None:
@@ -138,21 +143,20 @@ def _peer_eigsh(L, m, k):
     return NumpyBackend.eigsh(L, diags(m, format="csc"), k=k)  # sorts ascending, clips at 0
 
 
-def _arpack_cholespy(L, m, k):
-    import cholespy
+def _arpack_over(library, L, m, k):
+    """ARPACK's shift-invert with (L - σM)⁻¹ from ``library`` ("cholespy" or kernelrt's "supernodal")."""
     import scipy.sparse as sp
     from scipy.sparse.linalg import LinearOperator, eigsh
 
+    from kernelrt.kernels.laplacian.factor import ShiftedFactor, ShiftPattern, with_full_diagonal
+
     n = L.shape[0]
-    A = sp.csr_matrix(L - SIGMA * sp.diags(m))  # SPD for σ < 0
-    A.sort_indices()
-    fac = cholespy.CholeskySolverD(n, A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data,
-                                   cholespy.MatrixType.CSR)
+    Lf = with_full_diagonal(L)
+    pattern = ShiftPattern(Lf)
+    fac = ShiftedFactor(pattern, pattern.shifted_values(Lf, m, SIGMA), library)  # SPD for σ < 0
 
     def solve(b):
-        x, b = np.empty(n), np.ascontiguousarray(b, dtype=np.float64).reshape(n)
-        fac.solve(b, x)
-        return x
+        return fac.solve(np.reshape(b, n))
 
     # ARPACK's call as SpectralBrain makes it (tol = 0, its own v0), only (L - σM)⁻¹ differs
     w, v = eigsh(sp.csc_matrix(L), k=k, M=sp.diags(m, format="csc"), sigma=SIGMA, which="LM", tol=0.0,
@@ -167,12 +171,12 @@ def solve(route: str, L, m, k: int, backend="cpu"):
 
     if route == "spectralbrain":
         return _peer_eigsh(L, m, k)
-    if route == "arpack+cholespy":
-        return _arpack_cholespy(L, m, k)
+    if route.startswith("arpack+"):
+        return _arpack_over(route.split("+")[1], L, m, k)
     if route == "chebyshev":
         return eigenpairs(L, m, k, backend=backend, method="chebyshev")
     return eigenpairs(L, m, k, backend="cpu", method="cholesky",
-                      factor="superlu" if route == "cholesky-superlu" else "cholespy")
+                      factor=route.split("-")[1] if "-" in route else "auto")
 
 
 @functools.cache

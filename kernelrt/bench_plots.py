@@ -37,7 +37,7 @@ IMPLEMENTATIONS = (
     ("SpectralBrain", ("spectralbrain",), "#E69F00"),
     ("libigl", ("libigl",), "#009E73"),
     ("robust-laplacian", ("robust-laplacian", "robust_laplacian"), "#CC79A7"),
-    ("ARPACK + cholespy", ("cholespy", "arpack"), "#8C564B"),
+    ("ARPACK + Cholesky", ("cholespy", "arpack"), "#8C564B"),
     ("CuPy", ("cupy", "cusparse"), "#56B4E9"),
     ("numba", ("numba", "njit"), "#7B52AE"),
     ("NumPy/SciPy reference", ("numpy", "scipy"), "#4D4D4D"),

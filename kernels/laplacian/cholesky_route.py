@@ -74,7 +74,7 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
 
     def apply(X):  # S = M^½ A⁻¹ M^½, symmetric, eigenvalues 1 / (λ - σ)
         t = time.perf_counter()
-        out = fac.solve(root[:, None] * X) * root[:, None]
+        out = fac.solve(X, root)
         phases["solve"] += time.perf_counter() - t
         return out
 

@@ -6,8 +6,8 @@ of route, the result with its residuals and M-orthonormality, and the error when
 stops short. The routes:
 
 * ``"cholesky"`` (the CPU default, cholesky_route.py): block Lanczos (lanczos.py) on the
-  shift-invert operator, solving with a sparse Cholesky factor (factor.py: cholespy, or
-  SciPy's SuperLU when cholespy is absent). 1.6-3.2x SpectralBrain's route on an Intel
+  shift-invert operator, solving with a sparse Cholesky factor (factor.py: kernelrt's
+  supernodal factor, else cholespy, else SciPy's SuperLU). 1.6-3.2x SpectralBrain's route on an Intel
   Xeon, 2.0-2.5x on an AMD EPYC before the column-major basis (bench/bench_eigen.py).
 * ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
 * ``"dense"``: the standardised dense ``eigh`` (SpectralBrain's GPU route, N <= 20,000).
@@ -58,7 +58,7 @@ class Eigenpairs(tuple):
         evals: (k,) eigenvalues, ascending, clipped at 0.
         evecs: (N, k) M-orthonormal eigenvectors (a device array with ``keep_on_device``).
         method: the route that ran ("cholesky", "shift-invert", "dense", "chebyshev").
-        factor: the factorisation library ("cholespy", "superlu") or None.
+        factor: the factorisation library ("cholespy", "supernodal", "superlu") or None.
         residuals: (k,) ``‖L v - λ M v‖ / ‖λ M v‖``; for the null pair ``‖L v‖ / (λ₁ ‖M v‖)``.
         m_orthonormality: ``max |Vᵀ M V - I|``.
         products: operator applications (solves or sparse products, in columns), if counted.
@@ -86,13 +86,13 @@ class Eigenpairs(tuple):
 
     @property
     def route(self) -> str:
-        """The route that ran, with its factorisation library: ``"cholesky (cholespy)"``."""
+        """The route that ran, with its factorisation library: ``"cholesky (supernodal)"``."""
         return f"{self.method} ({self.factor})" if self.factor else self.method
 
     def summary(self) -> str:
         """One line: the route, the pairs, the time, the largest residual and M-orthonormality.
 
-        For example ``"cholesky (cholespy): 100 pairs in 1.20 s, max residual 3.1e-12,
+        For example ``"cholesky (supernodal): 100 pairs in 1.20 s, max residual 3.1e-12,
         M-orthonormality 2.2e-15"``.
         """
         return (f"{self.route}: {len(self[0])} pairs in {self.seconds:.2f} s, max residual "
@@ -178,7 +178,7 @@ def eigenpairs(
             the shift-inverted operator, ARPACK 0 = machine precision, Chebyshev 1e-10).
         maxiter: iteration limit (restarts, ARPACK iterations, filter passes).
         dense_max: largest N the "auto" method sends to the dense route.
-        factor: "auto", "cholespy" or "superlu" for "cholesky".
+        factor: "auto", "cholespy", "supernodal" or "superlu" for "cholesky" (factor.py).
         start: optional (N, j) vectors to start from ("cholesky", "chebyshev"): a
             previous, similar mesh's eigenvectors make the solve shorter.
         progress: None, True (a bar on a terminal or in Jupyter) or ``callable(n_converged, k)``.

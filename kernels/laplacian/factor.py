@@ -2,19 +2,26 @@
 
 Owns the choice of factorisation library and its multi-column solve:
 
+* **supernodal** (the default where pymetis is installed: kernelrt's own, supernodal.py,
+  with METIS's order from pymetis): the analysis (ordering, elimination tree, supernodes)
+  is kept on the ``ShiftPattern``, so a cohort of subjects sharing a topology analyses
+  once and pays only the numeric factorisation per subject (0.32-0.42 s at 163,842
+  vertices against cholespy's 2.6-3.5 s for analysis and factor together), and a single
+  solve's factor is faster too (ico8: 14 s against 25 s); docs/laplacian.md, "kernelrt's
+  supernodal Cholesky".
 * **cholespy** (CHOLMOD with METIS inside; BSD-3 wrapper, wheels for Linux x86-64, macOS
-  and Windows): a Cholesky factor of the symmetric positive definite ``A`` (σ < 0). Its
-  solve takes a whole block of right-hand sides, ~8 ms a column at 163,842 vertices
-  against ~19 ms for one column alone (measured here, blocks of 8).
-* **SuperLU** (SciPy) when cholespy is not installed: the factor SpectralBrain's route
-  uses, 2-3x slower to factor and per column.
+  and Windows) where pymetis is not installed: a Cholesky factor of the symmetric positive
+  definite ``A`` (σ < 0). Its solve takes a whole block of right-hand sides, ~8 ms a column
+  at 163,842 vertices against ~19 ms for one column alone (measured here, blocks of 8).
+* **SuperLU** (SciPy) when neither is installed: the factor SpectralBrain's route uses,
+  2-3x slower to factor and per column.
 
 ``A`` is built from L's CSR arrays without a sparse-matrix sum: its pattern is L's
 (every diagonal entry is stored, see pattern.py), so the shift touches only the diagonal.
 A ``ShiftPattern`` keeps that pattern for one topology, so a cohort builds each
-subject's ``A`` with one copy and one indexed subtraction. The fill-reducing ordering
-is not kept: cholespy runs CHOLMOD's analysis and factorisation in one call (the
-analysis, METIS nested dissection, is ~55% of its 1.6 s at 163,842 vertices).
+subject's ``A`` with one copy and one indexed subtraction, and keeps the supernodal
+analysis once made. cholespy's fill-reducing ordering is not kept: it runs CHOLMOD's
+analysis and factorisation in one call.
 """
 
 from __future__ import annotations
@@ -30,21 +37,29 @@ __all__ = ["ShiftPattern", "ShiftedFactor", "factor_library", "with_full_diagona
 
 logger = logging.getLogger("kernelrt.laplacian")
 
-LIBRARIES = ("cholespy", "superlu")
+LIBRARIES = ("cholespy", "supernodal", "superlu")
 
 
 def factor_library(requested: str = "auto") -> str:
-    """The library a factorisation will use: cholespy when importable, else SuperLU."""
+    """The library a factorisation will use.
+
+    "auto": kernelrt's supernodal factor where pymetis (its ordering) is installed, else
+    cholespy, else SciPy's SuperLU (with a warning).
+    """
     if requested not in ("auto",) + LIBRARIES:
-        raise ValueError(f"factor must be 'auto', 'cholespy' or 'superlu' (got {requested!r})")
+        raise ValueError(f"factor must be 'auto', 'cholespy', 'supernodal' or 'superlu' (got {requested!r})")
     if requested == "superlu":
         return "superlu"
+    if requested in ("auto", "supernodal") and importlib.util.find_spec("pymetis") is not None:
+        return "supernodal"
+    if requested == "supernodal":
+        raise ImportError("factor='supernodal' needs the pymetis package (METIS's ordering): pip install pymetis")
     if importlib.util.find_spec("cholespy") is not None:
         return "cholespy"
     if requested == "cholespy":
         raise ImportError("factor='cholespy' needs the cholespy package: pip install cholespy")
-    logger.warning("eigenpairs: cholespy is not installed, so the shifted matrix is factored by SciPy's SuperLU "
-                   "(2-3x slower; pip install cholespy)")
+    logger.warning("eigenpairs: neither pymetis nor cholespy is installed, so the shifted matrix is factored by "
+                   "SciPy's SuperLU (2-3x slower; pip install pymetis)")
     return "superlu"
 
 
@@ -83,6 +98,18 @@ class ShiftPattern:
         self.indices = np.array(L.indices, dtype=np.int32)
         rows = np.repeat(np.arange(self.n, dtype=np.int32), np.diff(self.indptr))
         self.diag = np.flatnonzero(rows == self.indices)
+        self._symbolic = None
+
+    def symbolic(self):
+        """The supernodal analysis of this pattern (supernodal_symbolic.py), made on first use and kept.
+
+        Two threads asking at once may both analyse; either result is the same analysis.
+        """
+        if self._symbolic is None:
+            from .supernodal_symbolic import SymbolicFactor  # numba compiles it: only when asked for
+
+            self._symbolic = SymbolicFactor(self.indptr, self.indices)
+        return self._symbolic
 
     def matches(self, L) -> bool:
         """Whether L (canonical, full diagonal) has exactly this pattern."""
@@ -104,7 +131,11 @@ class ShiftedFactor:
     Args:
         pattern: the ``ShiftPattern`` of L (kept by a cohort, made once otherwise).
         values: ``pattern.shifted_values(L, m, sigma)``.
-        library: "cholespy" or "superlu" (see ``factor_library``).
+        library: "cholespy", "supernodal" or "superlu" (see ``factor_library``).
+
+    Raises:
+        numpy.linalg.LinAlgError: A is not positive definite ("supernodal"; cholespy and
+            SuperLU report their own errors).
     """
 
     def __init__(self, pattern: ShiftPattern, values: np.ndarray, library: str):
@@ -116,12 +147,21 @@ class ShiftedFactor:
             self._solver = cholespy.CholeskySolverD(
                 pattern.n, pattern.indptr.copy(), pattern.indices.copy(), values, cholespy.MatrixType.CSR
             )
+        elif library == "supernodal":
+            from .supernodal import SupernodalFactor
+
+            self._solver = SupernodalFactor(pattern.symbolic(), values)
         else:
             A = sp.csc_matrix((values, pattern.indices, pattern.indptr), shape=(pattern.n, pattern.n))
             self._solver = splu(A)
 
-    def solve(self, B: np.ndarray) -> np.ndarray:
-        """``A⁻¹ B`` for B of shape (N,) or (N, b), as a new C-contiguous array."""
+    def solve(self, B: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+        """``A⁻¹ B`` (or ``D A⁻¹ D B``, ``D = diag(scale)``) for B of shape (N,) or (N, b), a new C-contiguous array."""
+        if self.library == "supernodal":  # scales while it permutes, no extra pass
+            return self._solver.solve(B, scale)
+        if scale is not None:
+            d = scale if np.ndim(B) == 1 else scale[:, None]
+            return self.solve(d * B) * d
         B = np.ascontiguousarray(B, dtype=np.float64)
         if self.library == "superlu":
             return np.ascontiguousarray(self._solver.solve(B))

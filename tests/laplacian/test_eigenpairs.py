@@ -45,19 +45,29 @@ def test_cholesky_matches_scipy(k, noisy):
     assert result.products > 0 and result.seconds > 0
 
 
-def test_superlu_fallback_when_cholespy_is_absent(noisy4, monkeypatch, caplog):
+def test_fallbacks_when_pymetis_or_cholespy_is_absent(noisy4, monkeypatch, caplog):
     L, m = noisy4
     real_find_spec = importlib.util.find_spec
+    hidden = set()
     monkeypatch.setattr(factor_module.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "cholespy" else real_find_spec(name, *a))
+                        lambda name, *a: None if name in hidden else real_find_spec(name, *a))
+    default = lap.eigenpairs(L, m, 20, backend="cpu")
+    if real_find_spec("pymetis") is not None:
+        assert default.factor == "supernodal"
+    hidden.add("pymetis")  # no METIS ordering: cholespy, where it is installed
+    if real_find_spec("cholespy") is not None:
+        assert lap.eigenpairs(L, m, 20, backend="cpu").factor == "cholespy"
+    hidden.add("cholespy")
     with caplog.at_level(logging.INFO, logger="kernelrt.laplacian"):
         result = lap.eigenpairs(L, m, 20, backend="cpu")
     assert result.factor == "superlu" and result.route == "cholesky (superlu)"
-    assert "cholespy is not installed" in caplog.text and "SuperLU" in caplog.text
+    assert "neither pymetis nor cholespy is installed" in caplog.text and "SuperLU" in caplog.text
     with pytest.raises(ImportError, match="pip install cholespy"):
         lap.eigenpairs(L, m, 20, backend="cpu", factor="cholespy")
+    with pytest.raises(ImportError, match="pip install pymetis"):
+        lap.eigenpairs(L, m, 20, backend="cpu", factor="supernodal")
     monkeypatch.undo()
-    assert _rel(result.evals, lap.eigenpairs(L, m, 20, backend="cpu").evals) <= 1e-10
+    assert _rel(result.evals, default.evals) <= 1e-10
 
 
 def test_result_unpacks_and_reports(noisy4):
@@ -107,7 +117,7 @@ def test_bad_arguments(noisy4):
         lap.eigenpairs(L, np.zeros(n), 5, backend="cpu")
     with pytest.raises(ValueError, match=rf"start must have shape \({n}, j\)"):
         lap.eigenpairs(L, m, 5, backend="cpu", start=np.ones(n))
-    with pytest.raises(ValueError, match="factor must be 'auto', 'cholespy' or 'superlu'"):
+    with pytest.raises(ValueError, match="factor must be 'auto', 'cholespy', 'supernodal' or 'superlu'"):
         lap.eigenpairs(L, m, 5, backend="cpu", factor="mkl")
     V, F = lap.icosphere(1)
     L1, m1 = lap.cotan_laplacian(V, F, "cpu")

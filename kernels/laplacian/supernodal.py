@@ -1,0 +1,263 @@
+"""kernelrt's supernodal Cholesky: multifrontal numeric factorisation and block solves with BLAS 3.
+
+Owns the numeric phase over a ``SymbolicFactor`` (supernodal_symbolic.py): the factor of
+a symmetric positive definite A with the analysed pattern, for any values, and
+``solve(B)`` for a whole block of right-hand sides.
+
+* **Factor** (multifrontal, Duff & Reid 1983; Liu 1992): each supernode in postorder
+  gathers A's entries and its children's update matrices into a dense front, factors its
+  columns (LAPACK ``dpotrf``, ``dtrsm``) and leaves its own update (``dsyrk``) on a stack
+  for its parent. Fronts too small for BLAS to pay (``SMALL_FRONT``) run as plain loops.
+* **Solve**: forward and backward substitution one supernode at a time, the block of
+  right-hand sides row-major (one row is the w values of a vertex, so the gathers read
+  whole cache lines): ``dtrsm`` on the diagonal block and ``dgemm`` for the rows below,
+  with plain loops for small supernodes. This reads the factor once per block instead of
+  once per column, which is what the Krylov iteration's blocks need (cholespy's solve costs
+  the same per column from 4 columns on; docs/laplacian.md, "Solver routes measured").
+  The columns are split between threads (``prange``), each running single-threaded BLAS.
+
+The BLAS is SciPy's (dense_blas.py). Rounding differs from CHOLMOD's (another order of
+operations); residuals, not bits, are what the tests compare.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import dense_blas as blas
+from .supernodal_symbolic import SymbolicFactor
+
+__all__ = ["SupernodalFactor", "NotPositiveDefiniteError"]
+
+# A front whose factor has fewer multiply-adds than this runs as loops: a BLAS call costs
+# ~1 µs of fixed work (measured here), more than such a front's arithmetic.
+SMALL_FRONT = 4096
+# A supernode's solve step with fewer multiply-adds per right-hand side than this runs as loops
+SMALL_SOLVE = 256
+
+
+class NotPositiveDefiniteError(np.linalg.LinAlgError):
+    """A pivot of the Cholesky factorisation was not positive."""
+
+
+@njit(cache=True)
+def _dense_partial(F, r, c, s) -> bool:
+    # factor the first c columns of the r x r column-major front F, update the trailing block
+    if c * c * r < SMALL_FRONT:
+        for j in range(c):
+            d = F[j * r + j]
+            if not d > 0.0:
+                return False
+            d = np.sqrt(d)
+            F[j * r + j] = d
+            for i in range(j + 1, r):
+                F[j * r + i] /= d
+            for k in range(j + 1, r):
+                lk = F[j * r + k]
+                if lk != 0.0:
+                    for i in range(k, r):
+                        F[k * r + i] -= F[j * r + i] * lk
+        return True
+    base = F.ctypes.data
+    if blas.potrf(s, blas.LOWER, c, base, r) != 0:
+        return False
+    if r > c:
+        u = r - c
+        blas.trsm(s, blas.RIGHT, blas.LOWER, blas.TRANS, u, c, 1.0, base, r, base + 8 * c, r)
+        blas.syrk(s, blas.LOWER, blas.NOTRANS, u, c, -1.0, base + 8 * c, r, 1.0, base + 8 * (c * r + c), r)
+    return True
+
+
+@njit(cache=True)
+def _factor(start, rowptr, rows, valptr, parent, a_indptr, a_indices, a_source, values, stack_peak, front_max, out):
+    # Returns -1, or the supernode whose pivot failed (A not positive definite).
+    ns = len(start) - 1
+    n = start[ns]
+    head = np.full(ns, -1, np.int64)  # children, last first: the order they come off the stack
+    nxt = np.full(ns, -1, np.int64)
+    for s in range(ns):
+        p = parent[s]
+        if p != -1:
+            nxt[s] = head[p]
+            head[p] = s
+    pos = np.empty(n, np.int64)
+    F = np.empty(max(front_max * front_max, 1))
+    stack = np.empty(max(stack_peak, 1))
+    top = 0
+    sc = blas.scratch()
+    for s in range(ns):
+        f, l = start[s], start[s + 1]
+        c = l - f
+        r0 = rowptr[s]
+        r = rowptr[s + 1] - r0
+        for t in range(r):
+            pos[rows[r0 + t]] = t
+        F[:r * r] = 0.0
+        for j in range(f, l):
+            col = (j - f) * r
+            for p in range(a_indptr[j], a_indptr[j + 1]):
+                F[col + pos[a_indices[p]]] += values[a_source[p]]
+        ch = head[s]
+        while ch != -1:  # extend-add: the child's update sits on top of the stack
+            cc = start[ch + 1] - start[ch]
+            crow = rowptr[ch] + cc
+            u = rowptr[ch + 1] - crow
+            top -= u * u
+            for b in range(u):
+                col = pos[rows[crow + b]] * r
+                src = top + b * u
+                for a in range(b, u):
+                    F[col + pos[rows[crow + a]]] += stack[src + a]
+            ch = nxt[ch]
+        if not _dense_partial(F, r, c, sc):
+            return s
+        out[valptr[s]:valptr[s] + r * c] = F[:r * c]
+        u = r - c
+        for b in range(u):
+            src = (c + b) * r + c
+            stack[top + b * u:top + (b + 1) * u] = F[src:src + u]
+        top += u * u
+    return -1
+
+
+@njit(cache=True)
+def _extent(start, rowptr, valptr, s):
+    # supernode s: first column, columns, first row entry, rows, first value
+    return start[s], start[s + 1] - start[s], rowptr[s], rowptr[s + 1] - rowptr[s], valptr[s]
+
+
+@njit(cache=True)
+def _solve_part(start, rowptr, rows, valptr, L, X, a, b, T, small):
+    # X[:, a:b] (row-major X, w columns) := A⁻¹ X[:, a:b]; T holds front_max * w values
+    ns = len(start) - 1
+    w = X.shape[1]
+    q = b - a
+    sc = blas.scratch()
+    xb = X.ctypes.data + 8 * a
+    lb = L.ctypes.data
+    tb = T.ctypes.data
+    for s in range(ns):  # forward: L y = b
+        f, c, r0, r, v = _extent(start, rowptr, valptr, s)
+        if c * r < small:
+            for j in range(c):
+                col = v + j * r
+                d = 1.0 / L[col + j]
+                for k in range(a, b):
+                    X[f + j, k] *= d
+                for i in range(j + 1, r):
+                    row = rows[r0 + i]
+                    lij = L[col + i]
+                    for k in range(a, b):
+                        X[row, k] -= lij * X[f + j, k]
+            continue
+        # row-major X[f:l, a:b] is the column-major q x c block Xᵀ: Xᵀ := Xᵀ L11⁻ᵀ
+        blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.TRANS, q, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
+        u = r - c
+        if u:
+            # Tᵀ (q x u) = Xᵀ L21ᵀ, then X[rows below] -= T
+            blas.gemm(sc, blas.NOTRANS, blas.TRANS, q, u, c, 1.0, xb + 8 * f * w, w, lb + 8 * (v + c), r, 0.0, tb, q)
+            for i in range(u):
+                row = rows[r0 + c + i]
+                for k in range(q):
+                    X[row, a + k] -= T[i * q + k]
+    for s in range(ns - 1, -1, -1):  # backward: Lᵀ x = y
+        f, c, r0, r, v = _extent(start, rowptr, valptr, s)
+        if c * r < small:
+            for j in range(c - 1, -1, -1):
+                col = v + j * r
+                for i in range(j + 1, r):
+                    row = rows[r0 + i]
+                    lij = L[col + i]
+                    for k in range(a, b):
+                        X[f + j, k] -= lij * X[row, k]
+                d = 1.0 / L[col + j]
+                for k in range(a, b):
+                    X[f + j, k] *= d
+            continue
+        u = r - c
+        if u:
+            for i in range(u):
+                row = rows[r0 + c + i]
+                for k in range(q):
+                    T[i * q + k] = X[row, a + k]
+            # Xᵀ -= Tᵀ L21 (Tᵀ: q x u column-major, L21: u x c)
+            blas.gemm(sc, blas.NOTRANS, blas.NOTRANS, q, c, u, -1.0, tb, q, lb + 8 * (v + c), r, 1.0, xb + 8 * f * w, w)
+        blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.NOTRANS, q, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
+
+
+@njit(cache=True, parallel=True)
+def _solve(start, rowptr, rows, valptr, L, X, parts, front_max, small):
+    w = X.shape[1]
+    for p in prange(parts):
+        a, b = (p * w) // parts, ((p + 1) * w) // parts
+        if b > a:
+            _solve_part(start, rowptr, rows, valptr, L, X, a, b, np.empty(front_max * (b - a)), small)
+
+
+@njit(cache=True)
+def _move_rows(src, perm, scale, dst, into_factor):
+    # into the factor's order: dst[new] = src[perm[new]] * scale[perm[new]]; out of it: the
+    # inverse. The operator's scaling rides on the permutation's pass.
+    for i in range(len(perm)):
+        j = perm[i]
+        d = scale[j]
+        for k in range(src.shape[1]):
+            if into_factor:
+                dst[i, k] = src[j, k] * d
+            else:
+                dst[j, k] = src[i, k] * d
+
+
+class SupernodalFactor:
+    """The Cholesky factor of a symmetric positive definite A with an analysed pattern.
+
+    Args:
+        symbolic: the pattern's ``SymbolicFactor`` (kept by a cohort, made once otherwise).
+        values: A's values in the order of the CSR arrays the analysis was given.
+
+    Raises:
+        ValueError: ``values`` is not one value per entry of the analysed pattern.
+        NotPositiveDefiniteError: a pivot was not positive.
+    """
+
+    def __init__(self, symbolic: SymbolicFactor, values: np.ndarray):
+        sym = symbolic
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (sym.input_nnz,):
+            raise ValueError(f"values must have shape ({sym.input_nnz},), one per entry of the analysed pattern "
+                             f"(got {values.shape})")
+        self.symbolic = sym
+        self.values = np.empty(sym.nnz)
+        failed = _factor(sym.start, sym.rowptr, sym.rows, sym.valptr, sym.parent, sym.a_indptr, sym.a_indices,
+                         sym.a_source, np.ascontiguousarray(values, dtype=np.float64), sym.stack_peak,
+                         sym.front_max, self.values)
+        if failed >= 0:
+            raise NotPositiveDefiniteError(
+                f"the matrix is not positive definite (a pivot in columns {sym.start[failed]}.."
+                f"{sym.start[failed + 1] - 1} of the reordered matrix was not positive)")
+
+    def solve(self, B: np.ndarray, scale: np.ndarray | None = None, threads: int = 1,
+              small: int = SMALL_SOLVE) -> np.ndarray:
+        """``A⁻¹ B``, or ``D A⁻¹ D B`` with ``D = diag(scale)``, for B of shape (N,) or (N, w).
+
+        Returns a new C-contiguous array. The scaling is applied while the rows are
+        permuted into and out of the factor's order (shift-invert's ``M^½ A⁻¹ M^½`` costs
+        no extra pass). ``threads`` splits the columns between numba threads (each reads
+        the whole factor: on a memory-bound machine one is as fast); ``small`` is the
+        size below which a supernode's step runs as loops instead of BLAS.
+        """
+        sym = self.symbolic
+        B2 = np.asarray(B, dtype=np.float64).reshape(sym.n, -1)
+        scale = np.ones(sym.n) if scale is None else np.asarray(scale, dtype=np.float64)
+        X = np.empty(B2.shape)
+        _move_rows(B2, sym.perm, scale, X, True)
+        parts = max(1, min(threads, X.shape[1]))
+        if parts == 1:  # no parallel region: callable from any thread under any numba threading layer
+            _solve_part(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, 0, X.shape[1],
+                        np.empty(sym.front_max * X.shape[1]), small)
+        else:
+            _solve(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, parts, sym.front_max, small)
+        out = np.empty(B2.shape)
+        _move_rows(X, sym.perm, scale, out, False)
+        return out.reshape(np.shape(B))
