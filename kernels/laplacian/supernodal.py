@@ -14,7 +14,8 @@ a symmetric positive definite A with the analysed pattern, for any values, and
   with plain loops for small supernodes. This reads the factor once per block instead of
   once per column, which is what the Krylov iteration's blocks need (cholespy's solve costs
   the same per column from 4 columns on; docs/laplacian.md, "Solver routes measured").
-  The columns are split between threads (``prange``), each running single-threaded BLAS.
+  ``threads=`` can split the columns between numba threads (``prange``), each running
+  single-threaded BLAS; the default is one, as each thread reads the whole factor.
 
 The BLAS is SciPy's (dense_blas.py). Rounding differs from CHOLMOD's (another order of
 operations); residuals, not bits, are what the tests compare.
@@ -30,8 +31,8 @@ from .supernodal_symbolic import SymbolicFactor
 
 __all__ = ["SupernodalFactor", "NotPositiveDefiniteError"]
 
-# A front whose factor has fewer multiply-adds than this runs as loops: a BLAS call costs
-# ~1 µs of fixed work (measured here), more than such a front's arithmetic.
+# A front whose factor has fewer multiply-adds than this runs as loops: a BLAS call's fixed
+# cost (argument checks, dispatch) is more than such a front's arithmetic.
 SMALL_FRONT = 4096
 # A supernode's solve step with fewer multiply-adds per right-hand side than this runs as loops
 SMALL_SOLVE = 256
@@ -248,8 +249,13 @@ class SupernodalFactor:
         size below which a supernode's step runs as loops instead of BLAS.
         """
         sym = self.symbolic
-        B2 = np.asarray(B, dtype=np.float64).reshape(sym.n, -1)
+        B = np.asarray(B, dtype=np.float64)
+        if B.ndim not in (1, 2) or B.shape[0] != sym.n:
+            raise ValueError(f"B must have shape ({sym.n},) or ({sym.n}, w) (got {B.shape})")
         scale = np.ones(sym.n) if scale is None else np.asarray(scale, dtype=np.float64)
+        if scale.shape != (sym.n,):
+            raise ValueError(f"scale must have shape ({sym.n},) (got {scale.shape})")
+        B2 = B.reshape(sym.n, -1)
         X = np.empty(B2.shape)
         _move_rows(B2, sym.perm, scale, X, True)
         parts = max(1, min(threads, X.shape[1]))
@@ -260,4 +266,4 @@ class SupernodalFactor:
             _solve(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, parts, sym.front_max, small)
         out = np.empty(B2.shape)
         _move_rows(X, sym.perm, scale, out, False)
-        return out.reshape(np.shape(B))
+        return out.reshape(B.shape)

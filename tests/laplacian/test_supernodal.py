@@ -184,11 +184,18 @@ def test_shifted_factor_supernodal_matches_superlu():
     assert np.abs(X - Y).max() <= 1e-10 * np.abs(Y).max()  # two backward-stable solves, κ ~ 1e4
 
 
-def test_values_must_match_the_pattern():
+def test_values_and_right_hand_sides_must_match_the_pattern():
     pattern, values, A = _shifted(2)
-    sym = SymbolicFactor(pattern.indptr, pattern.indices, perm=np.arange(A.shape[0]))
+    n = A.shape[0]
+    sym = SymbolicFactor(pattern.indptr, pattern.indices, perm=np.arange(n))
     with pytest.raises(ValueError, match=r"values must have shape \(\d+,\)"):
         SupernodalFactor(sym, values[:-1])
+    fac = SupernodalFactor(sym, values)
+    for bad in (np.ones(n - 1), np.ones((n, 2, 2)), np.ones((2, n))):
+        with pytest.raises(ValueError, match=rf"B must have shape \({n},\) or \({n}, w\)"):
+            fac.solve(bad)
+    with pytest.raises(ValueError, match=rf"scale must have shape \({n},\)"):
+        fac.solve(np.ones(n), np.ones(n + 1))
 
 
 @pytest.mark.parametrize("density", [0.002, 0.02, 0.2])
