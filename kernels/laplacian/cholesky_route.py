@@ -13,11 +13,10 @@ import time
 
 import numpy as np
 from scipy.linalg import eigh
-from scipy.linalg.blas import dgemm
 from threadpoolctl import threadpool_limits
 
 from .factor import ShiftedFactor, ShiftPattern, with_full_diagonal
-from .lanczos import block_lanczos
+from .lanczos import block_lanczos, rotate_columns
 
 __all__ = ["cholesky_eigenpairs", "default_sigma", "krylov_sizes", "SPECTRALBRAIN_SIGMA"]
 
@@ -93,8 +92,9 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
         # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain
         # k x k eigh): it undoes the ~1e-11 mixing that the final orthonormalisation spreads
         # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
-        X = Y / root[:, None]
+        X = Y
+        X /= root[:, None]  # in place, as below: each new N x k array costs its page faults
         lam, C = eigh(X.T @ (L @ X))
-        X = dgemm(1.0, X, C)  # column-major X: BLAS's fast shape (lanczos._times)
+        rotate_columns(X, C)
     phases["rayleigh_ritz"] = time.perf_counter() - t1
     return lam, X, info["products"], phases

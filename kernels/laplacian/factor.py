@@ -156,7 +156,11 @@ class ShiftedFactor:
             self._solver = splu(A)
 
     def solve(self, B: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
-        """``A⁻¹ B`` (or ``D A⁻¹ D B``, ``D = diag(scale)``) for B of shape (N,) or (N, b), a new C-contiguous array."""
+        """``A⁻¹ B`` (or ``D A⁻¹ D B``, ``D = diag(scale)``) for B of shape (N,) or (N, b), a new array.
+
+        The supernodal factor returns it in B's memory order (column-major for a block of
+        the Krylov basis); cholespy and SuperLU return it row-major.
+        """
         if self.library == "supernodal":  # scales while it permutes, no extra pass
             return self._solver.solve(B, scale)
         if scale is not None:

@@ -197,17 +197,16 @@ def _solve(start, rowptr, rows, valptr, L, X, parts, front_max, small):
 
 
 @njit(cache=True)
-def _move_rows(src, perm, scale, dst, into_factor):
-    # into the factor's order: dst[new] = src[perm[new]] * scale[perm[new]]; out of it: the
-    # inverse. The operator's scaling rides on the permutation's pass.
-    for i in range(len(perm)):
-        j = perm[i]
-        d = scale[j]
+def _gather_rows(src, index, scale, dst, scale_at_source):
+    # dst[i] = src[index[i]] * scale[index[i] or i]: a pull, so dst is written in order in
+    # either memory layout and only the reads jump (pushing into a column-major dst with
+    # the inverse index wrote 8 scattered streams: 5.7 ms against 1.9 ms at 163,842 x 8).
+    # The operator's scaling rides on the permutation's pass.
+    for i in range(len(index)):
+        j = index[i]
+        d = scale[j] if scale_at_source else scale[i]
         for k in range(src.shape[1]):
-            if into_factor:
-                dst[i, k] = src[j, k] * d
-            else:
-                dst[j, k] = src[i, k] * d
+            dst[i, k] = src[j, k] * d
 
 
 class SupernodalFactor:
@@ -242,9 +241,10 @@ class SupernodalFactor:
               small: int = SMALL_SOLVE) -> np.ndarray:
         """``A⁻¹ B``, or ``D A⁻¹ D B`` with ``D = diag(scale)``, for B of shape (N,) or (N, w).
 
-        Returns a new C-contiguous array. The scaling is applied while the rows are
-        permuted into and out of the factor's order (shift-invert's ``M^½ A⁻¹ M^½`` costs
-        no extra pass). ``threads`` splits the columns between numba threads (each reads
+        Returns a new array, column-major where B is (a block of a column-major Krylov
+        basis needs no copy either way), row-major otherwise. The scaling is applied while
+        the rows are permuted into and out of the factor's order (shift-invert's
+        ``M^½ A⁻¹ M^½`` costs no extra pass). ``threads`` splits the columns between numba threads (each reads
         the whole factor: on a memory-bound machine one is as fast); ``small`` is the
         size below which a supernode's step runs as loops instead of BLAS.
         """
@@ -256,14 +256,15 @@ class SupernodalFactor:
         if scale.shape != (sym.n,):
             raise ValueError(f"scale must have shape ({sym.n},) (got {scale.shape})")
         B2 = B.reshape(sym.n, -1)
-        X = np.empty(B2.shape)
-        _move_rows(B2, sym.perm, scale, X, True)
+        X = np.empty(B2.shape)  # row-major, the layout the block solves work in
+        _gather_rows(B2, sym.perm, scale, X, True)
         parts = max(1, min(threads, X.shape[1]))
         if parts == 1:  # no parallel region: callable from any thread under any numba threading layer
             _solve_part(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, 0, X.shape[1],
                         np.empty(sym.front_max * X.shape[1]), small)
         else:
             _solve(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, parts, sym.front_max, small)
-        out = np.empty(B2.shape)
-        _move_rows(X, sym.perm, scale, out, False)
+        column_major = B2.flags.f_contiguous and not B2.flags.c_contiguous
+        out = np.empty(B2.shape, order="F" if column_major else "C")
+        _gather_rows(X, sym.inverse, scale, out, False)
         return out.reshape(B.shape)

@@ -177,7 +177,7 @@ def test_basis_products_are_numpy_products_in_place():
     # the column-major GEMM helpers of lanczos.py: the same product as NumPy's (to a BLAS
     # order's rounding: the sums may be grouped differently), W updated in place, and a
     # row-major W refused, since dgemm would update a copy and leave W as it was
-    from kernelrt.kernels.laplacian.lanczos import _subtract_product, _times
+    from kernelrt.kernels.laplacian.lanczos import _inner, _subtract_product, _times
 
     rng = np.random.default_rng(3)
     A = np.asfortranarray(rng.standard_normal((500, 30)))
@@ -190,4 +190,47 @@ def test_basis_products_are_numpy_products_in_place():
     np.testing.assert_allclose(W, expected, rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="column-major"):
         _subtract_product(np.ascontiguousarray(W), A, B)
+    np.testing.assert_allclose(_inner(A, W), A.T @ W, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [256, 7])  # 500 rows: whole blocks and a tail, and many small blocks
+def test_rotate_columns_in_place(rows):
+    # V[:, :p] := V[:, :q] @ Y through a small row buffer: the same product as NumPy's, the
+    # columns past p untouched
+    from kernelrt.kernels.laplacian.lanczos import rotate_columns
+
+    rng = np.random.default_rng(4)
+    V = np.asfortranarray(rng.standard_normal((500, 12)))
+    Y = rng.standard_normal((10, 6))
+    expected = V.copy()
+    expected[:, :6] = V[:, :10] @ Y
+    rotate_columns(V, Y, rows=rows)
+    np.testing.assert_allclose(V, expected, rtol=0, atol=1e-12)
+    assert np.array_equal(V[:, 6:], expected[:, 6:])
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_orthonormal_block_writes_q_into_the_basis(dependent):
+    # W = Q R with Q orthonormal, orthogonal to the basis, written into the basis' next
+    # columns; a dependent column (here a copy of another) gets a fresh direction and a zero
+    # row of R, so Q R still reproduces W's independent part
+    from kernelrt.kernels.laplacian.lanczos import _orthonormal_block
+
+    rng = np.random.default_rng(6)
+    V = np.empty((400, 12), order="F")
+    V[:, :4], _ = np.linalg.qr(rng.standard_normal((400, 4)))
+    W = rng.standard_normal((400, 4))
+    W -= V[:, :4] @ (V[:, :4].T @ W)
+    if dependent:
+        W[:, 3] = W[:, 1]
+    W = np.asfortranarray(W)
+    original = W.copy()
+    R = _orthonormal_block(W, V[:, :4], rng, V[:, 4:8])
+    Q = V[:, 4:8]
+    assert np.abs(Q.T @ Q - np.eye(4)).max() < 1e-13 and np.abs(V[:, :4].T @ Q).max() < 1e-13
+    np.testing.assert_allclose(Q @ R, original, rtol=0, atol=1e-12 * np.abs(original).max())
+    if dependent:
+        assert np.abs(R[3]).max() == 0.0
+    with pytest.raises(ValueError, match="column-major"):
+        _orthonormal_block(np.ascontiguousarray(original), V[:, :4], rng, V[:, 4:8])
 
