@@ -19,7 +19,7 @@ Reading the basis is the iteration's cost beside the solves, and it is memory-bo
 the basis is column-major (a block of vectors is one contiguous piece) and every product
 with it is a GEMM in BLAS's good shape (``_times``, ``_inner``, ``_subtract_product``): at
 163,842 vertices, k = 50, the iteration's own time went from 8.0 s to 3.1-3.4 s (Intel
-Xeon, 2 vCPU, one BLAS thread). Then to 2.5-2.9 s by making no new n-row arrays: the
+Xeon, 2 vCPU, one BLAS thread). Then to 2.5-3.0 s by making no new n-row arrays: the
 block's Q goes straight into the basis, a restart rotates the basis in place
 (``rotate_columns``), the column norms come from the Gram matrix the Cholesky QR needs
 anyway, and a block of the basis goes to the solve as it is (each new array of n rows
