@@ -66,9 +66,10 @@ def _subtract_product(W, A, B) -> None:
 def rotate_columns(V, Y, rows: int = 256) -> None:
     """``V[:, :p] := V[:, :q] @ Y`` in place (Y is q x p, p <= q), V column-major.
 
-    The thick restart's rotation, and the last ones of the Ritz vectors. Row by row the product needs only that row of V, so blocks of rows go through a small
-    buffer: no n x p temporary (its allocation and copy made a restart at 163,842 x 120
-    take 121 ms; the GEMM itself takes ~62 ms, and this ~64 ms).
+    The thick restart's rotation, and the last ones of the Ritz vectors. Row by row the
+    product needs only that row of V, so blocks of rows go through a small buffer: no n x p
+    temporary (its allocation and copy made a restart at 163,842 x 120 take 121 ms; the
+    GEMM itself takes ~62 ms, and this ~64 ms).
     """
     n, (q, p) = V.shape[0], Y.shape
     A, T = np.empty((rows, q), order="F"), np.empty((rows, p), order="F")
@@ -152,7 +153,10 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
     # Column-major: a block of basis vectors V[:, a:b] is one contiguous piece of memory, so
     # the reorthogonalisation GEMMs stream it (row-major, a narrow block is a strided read
     # that defeats the prefetcher: ~3x the time at 163,842 rows)
-    V = np.empty((n, size + 2 * w), order="F")
+    # (V is the transpose of a row-major buffer so that the buffer can give its first k
+    # columns back as the result: see the end)
+    buffer = np.empty((size + 2 * w, n))
+    V = buffer.T
     H = np.zeros((size + 2 * w, size + 2 * w))
     _orthonormal_block(np.asfortranarray(X), V[:, :0], rng, V[:, :w])
     low, applied, cur, products, restarts, unchecked = 0, 0, w, 0, 0, 0
@@ -222,7 +226,13 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         H[keep:keep + w, :keep] = B
         H[:keep, keep:keep + w] = B.T
         low, applied, cur = 0, keep, keep + w
-    vectors = _times(V[:, :applied], Y[:, :k])
+    # The Ritz vectors in place of the basis' first k columns, which are the start of the
+    # buffer; the buffer then shrinks to them (realloc keeps the start): no second n x k
+    # array (at 163,842 x 100, 131 MB to allocate and fault in, ~0.3 s on a fresh VM).
+    rotate_columns(V, np.asfortranarray(Y[:, :k]))
+    del V, Vc, local  # views of the whole buffer: never used after the resize
+    buffer.resize((k, n), refcheck=False)
+    vectors = buffer.T
     # One reorthogonalisation pass leaves the basis orthogonal to ~1e-11 of the largest
     # θ; Löwdin's symmetric orthonormalisation mends that with the smallest change to
     # each vector (G^-½ is I to ~1e-11, far below the residuals).
