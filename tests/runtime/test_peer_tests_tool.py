@@ -33,6 +33,17 @@ def test_a_test_that_also_fails_without_the_integration_is_flaky_not_broken():
     assert verdict["flaky_in_peer"] == rechecked and verdict["changed"] == {"t::b": ["passed", "failed"]}
 
 
+def test_a_failure_no_rerun_reproduces_is_reported_not_counted():
+    # failed once in the suite with the integration, then passed every rerun alone on both
+    # sides: rarer than the reruns can show, so not the integration's fault, but listed
+    base = _run({"t::a": "passed", "t::b": "passed"})
+    ours = _run({"t::a": "passed", "t::b": "failed"})
+    rechecked = {"t::b": {"baseline_failures": 0, "kernelrt_failures": 0, "runs": 60}}
+    verdict = peer_tests.compare(base, ours, ["t::b"], rechecked)
+    assert verdict["ok"] and verdict["broken"] == [] and verdict["required_not_passing"] == []
+    assert verdict["not_reproduced"] == rechecked and verdict["flaky_in_peer"] == {}
+
+
 def test_required_tests_must_pass_with_the_integration():
     base = _run({"t::req": "passed"})
     ours = _run({"t::req": "skipped"})
