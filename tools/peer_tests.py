@@ -200,7 +200,8 @@ def recheck(peer: Peer, root: Path, tests: list[str], extra: list[str]) -> dict:
     in the peer itself (SpectralBrain's ARPACK calls start from a random vector under
     SciPy >= 1.15, so a test comparing two solves inside a degenerate eigenspace fails now
     and then). One that passes every run on both sides did not reproduce: a failure rarer
-    than the runs can show, not counted against the integration but reported. Returns ``{test: {"baseline_failures": a, "kernelrt_failures": b, "runs": n}}``.
+    than the runs can show, not counted against the integration but reported. Returns
+    ``{test: {"baseline_failures": a, "kernelrt_failures": b, "runs": n}}``.
     """
     out = {}
     for test in tests:

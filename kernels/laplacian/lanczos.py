@@ -17,7 +17,10 @@ stay, with the last residual block; the residual norm of Ritz pair i is ``‖B y
 
 Reading the basis is the iteration's cost beside the solves, and it is memory-bound, so
 the basis is column-major (a block of vectors is one contiguous piece) and every product
-with it is a GEMM in BLAS's good shape (``_times``, ``_inner``, ``_subtract_product``): at
+with it is a GEMM in BLAS's good shape (``_inner``, ``_subtract_product``, ``rotate_columns``:
+a column-major result; NumPy's ``@`` returns a row-major one through a GEMM with a tiny
+row count, which OpenBLAS runs ~3x slower, 55 ms against 18 ms for a 163,842 x 120 basis
+times 120 x 4): at
 163,842 vertices, k = 50, the iteration's own time went from 8.0 s to 3.1-3.4 s (Intel
 Xeon, 2 vCPU, one BLAS thread). Then to 2.5-3.0 s by making no new n-row arrays: the
 block's Q goes straight into the basis, a restart rotates the basis in place
@@ -37,16 +40,6 @@ from .eigen_report import EigenConvergenceError
 __all__ = ["block_lanczos", "rotate_columns"]
 
 
-def _times(A, B) -> np.ndarray:
-    """``A @ B`` as a column-major array: BLAS's good shape for a tall A and a small B.
-
-    NumPy's ``@`` returns a row-major result, which it gets by computing ``(Bᵀ Aᵀ)ᵀ``: a GEMM
-    with a tiny row count that OpenBLAS runs ~3x slower (55 ms against 18 ms for a
-    163,842 x 120 basis times 120 x 4, measured here).
-    """
-    return dgemm(1.0, A, B)
-
-
 def _inner(A, B) -> np.ndarray:
     """``Aᵀ B`` for column-major A and B, by GEMM with a transposed A.
 
@@ -57,7 +50,7 @@ def _inner(A, B) -> np.ndarray:
 
 
 def _subtract_product(W, A, B) -> None:
-    """``W -= A @ B`` in place, W column-major (``_times``' shape, no temporary)."""
+    """``W -= A @ B`` in place, W column-major (no temporary)."""
     if not W.flags.f_contiguous:  # dgemm would update a copy and leave W as it was
         raise ValueError("W must be column-major (Fortran-contiguous) to be updated in place")
     dgemm(-1.0, A, B, 1.0, W, overwrite_c=True)
@@ -219,7 +212,7 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         restarts += 1
         # thick restart: the best `keep` Ritz vectors, then the residual block
         B = H[applied:cur, :applied] @ Y[:, :keep]
-        rotate_columns(V, np.asfortranarray(Y[:, :keep]))
+        rotate_columns(V, Y[:, :keep])
         V[:, keep:keep + w] = V[:, applied:cur]
         H[:] = 0.0
         H[:keep, :keep] = np.diag(theta[:keep])
@@ -229,7 +222,7 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
     # The Ritz vectors in place of the basis' first k columns, which are the start of the
     # buffer; the buffer then shrinks to them (realloc keeps the start): no second n x k
     # array (at 163,842 x 100, 131 MB to allocate and fault in, ~0.3 s on a fresh VM).
-    rotate_columns(V, np.asfortranarray(Y[:, :k]))
+    rotate_columns(V, Y[:, :k])
     del V, Vc, local  # views of the whole buffer: never used after the resize
     buffer.resize((k, n), refcheck=False)
     vectors = buffer.T

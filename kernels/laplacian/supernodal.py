@@ -244,9 +244,9 @@ class SupernodalFactor:
         Returns a new array, column-major where B is (a block of a column-major Krylov
         basis needs no copy either way), row-major otherwise. The scaling is applied while
         the rows are permuted into and out of the factor's order (shift-invert's
-        ``M^½ A⁻¹ M^½`` costs no extra pass). ``threads`` splits the columns between numba threads (each reads
-        the whole factor: on a memory-bound machine one is as fast); ``small`` is the
-        size below which a supernode's step runs as loops instead of BLAS.
+        ``M^½ A⁻¹ M^½`` costs no extra pass). ``threads`` splits the columns between numba
+        threads (each reads the whole factor: on a memory-bound machine one is as fast);
+        ``small`` is the size below which a supernode's step runs as loops instead of BLAS.
         """
         sym = self.symbolic
         B = np.asarray(B, dtype=np.float64)

@@ -17,16 +17,18 @@ def _run(outcomes: dict) -> dict:
     return {"outcomes": outcomes, "reach": {}, "wall_s": 1.0}
 
 
+def _b_fails_with_the_integration() -> tuple[dict, dict]:
+    return _run({"t::a": "passed", "t::b": "passed"}), _run({"t::a": "passed", "t::b": "failed"})
+
+
 def test_a_test_broken_only_with_the_integration_fails_the_verdict():
-    base = _run({"t::a": "passed", "t::b": "passed"})
-    ours = _run({"t::a": "passed", "t::b": "failed"})
+    base, ours = _b_fails_with_the_integration()
     verdict = peer_tests.compare(base, ours, [], {"t::b": {"baseline_failures": 0, "kernelrt_failures": 3, "runs": 30}})
     assert verdict["broken"] == ["t::b"] and not verdict["ok"]
 
 
 def test_a_test_that_also_fails_without_the_integration_is_flaky_not_broken():
-    base = _run({"t::a": "passed", "t::b": "passed"})
-    ours = _run({"t::a": "passed", "t::b": "failed"})
+    base, ours = _b_fails_with_the_integration()
     rechecked = {"t::b": {"baseline_failures": 1, "kernelrt_failures": 0, "runs": 7}}
     verdict = peer_tests.compare(base, ours, ["t::b"], rechecked)
     assert verdict["ok"] and verdict["broken"] == [] and verdict["required_not_passing"] == []
@@ -36,8 +38,7 @@ def test_a_test_that_also_fails_without_the_integration_is_flaky_not_broken():
 def test_a_failure_no_rerun_reproduces_is_reported_not_counted():
     # failed once in the suite with the integration, then passed every rerun alone on both
     # sides: rarer than the reruns can show, so not the integration's fault, but listed
-    base = _run({"t::a": "passed", "t::b": "passed"})
-    ours = _run({"t::a": "passed", "t::b": "failed"})
+    base, ours = _b_fails_with_the_integration()
     rechecked = {"t::b": {"baseline_failures": 0, "kernelrt_failures": 0, "runs": 60}}
     verdict = peer_tests.compare(base, ours, ["t::b"], rechecked)
     assert verdict["ok"] and verdict["broken"] == [] and verdict["required_not_passing"] == []
