@@ -11,8 +11,9 @@ a symmetric positive definite A with the analysed pattern, for any values, and
 * **Solve**: forward and backward substitution one supernode at a time, the block of
   right-hand sides row-major (one row is the w values of a vertex, so the gathers read
   whole cache lines): ``dtrsm`` on the diagonal block and ``dgemm`` for the rows below,
-  with plain loops for small supernodes. This reads the factor once per block instead of
-  once per column, which is what the Krylov iteration's blocks need (cholespy's solve costs
+  and for the small supernodes (most of them, about half the factor) explicit SIMD over 8
+  columns at a time (row_vectors.py). This reads the factor once per block instead of once
+  per column, which is what the Krylov iteration's blocks need (cholespy's solve costs
   the same per column from 4 columns on; docs/laplacian.md, "Solver routes measured").
   ``threads=`` can split the columns between numba threads (``prange``), each running
   single-threaded BLAS; the default is one, as each thread reads the whole factor.
@@ -27,6 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import dense_blas as blas
+from .row_vectors import LANES, copy_row, sub_products
 from .supernodal_symbolic import SymbolicFactor
 
 __all__ = ["SupernodalFactor", "NotPositiveDefiniteError"]
@@ -35,7 +37,12 @@ __all__ = ["SupernodalFactor", "NotPositiveDefiniteError"]
 # cost (argument checks, dispatch) is more than such a front's arithmetic.
 SMALL_FRONT = 4096
 # A supernode's solve step with fewer multiply-adds per right-hand side than this runs as loops
-SMALL_SOLVE = 256
+# (row_vectors.py) instead of BLAS; for blocks narrower than one vector of LANES columns,
+# whose loops run with masked lanes, SMALL_SOLVE_NARROW. Measured at 163,842 vertices (Intel
+# Xeon, one thread): 8 columns 43 ms at 2048 against 51 ms at 256; one column 31 ms at 256
+# against 38 ms at 1024.
+SMALL_SOLVE = 2048
+SMALL_SOLVE_NARROW = 256
 
 
 class NotPositiveDefiniteError(np.linalg.LinAlgError):
@@ -129,28 +136,24 @@ def _extent(start, rowptr, valptr, s):
 
 
 @njit(cache=True)
-def _solve_part(start, rowptr, rows, valptr, L, X, a, b, T, small):
-    # X[:, a:b] (row-major X, w columns) := A⁻¹ X[:, a:b]; T holds front_max * w values
+def _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small):
+    # X[:, a:b] (row-major X, w columns) := A⁻¹ X[:, a:b]
     ns = len(start) - 1
     w = X.shape[1]
     q = b - a
     sc = blas.scratch()
-    xb = X.ctypes.data + 8 * a
-    lb = L.ctypes.data
-    tb = T.ctypes.data
+    T = np.empty(front_max * q)
+    xb, lb, tb = X.ctypes.data + 8 * a, L.ctypes.data, T.ctypes.data
     for s in range(ns):  # forward: L y = b
         f, c, r0, r, v = _extent(start, rowptr, valptr, s)
-        if c * r < small:
-            for j in range(c):
-                col = v + j * r
-                d = 1.0 / L[col + j]
-                for k in range(a, b):
-                    X[f + j, k] *= d
-                for i in range(j + 1, r):
-                    row = rows[r0 + i]
-                    lij = L[col + i]
-                    for k in range(a, b):
-                        X[row, k] -= lij * X[f + j, k]
+        if c * r < small:  # row by row, 8 columns at a time (row_vectors.py)
+            for k in range(a, b, LANES):
+                lanes = min(LANES, b - k)
+                for j in range(c):  # X[f+j] := (X[f+j] - Σ_{t<j} L[j, t] X[f+t]) / L[j, j]
+                    sub_products(X, (f + j) * w + k, 0, L, v + j, 0, r, X, f * w + k, w, 1, j, lanes,
+                                 1.0 / L[v + j * r + j])
+                for i in range(c, r):  # X[row i] -= Σ_t L[i, t] X[f+t]
+                    sub_products(X, rows[r0 + i] * w + k, 0, L, v + i, 0, r, X, f * w + k, w, 1, c, lanes, 1.0)
             continue
         # row-major X[f:l, a:b] is the column-major q x c block Xᵀ: Xᵀ := Xᵀ L11⁻ᵀ
         blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.TRANS, q, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
@@ -165,16 +168,17 @@ def _solve_part(start, rowptr, rows, valptr, L, X, a, b, T, small):
     for s in range(ns - 1, -1, -1):  # backward: Lᵀ x = y
         f, c, r0, r, v = _extent(start, rowptr, valptr, s)
         if c * r < small:
-            for j in range(c - 1, -1, -1):
-                col = v + j * r
-                for i in range(j + 1, r):
-                    row = rows[r0 + i]
-                    lij = L[col + i]
-                    for k in range(a, b):
-                        X[f + j, k] -= lij * X[row, k]
-                d = 1.0 / L[col + j]
-                for k in range(a, b):
-                    X[f + j, k] *= d
+            u = r - c
+            for k in range(a, b, LANES):
+                lanes = min(LANES, b - k)
+                for i in range(u):  # the rows below, gathered: T is u x q row-major
+                    copy_row(T, i * q + k - a, X, rows[r0 + c + i] * w + k, lanes)
+                # X[f+j] -= Σ_i L[c+i, j] T[i] for every j, then the diagonal block bottom-up
+                sub_products(X, f * w + k, w, L, v + c, r, 1, T, k - a, q, c, u, lanes, 1.0)
+                for j in range(c - 1, -1, -1):
+                    col = v + j * r
+                    sub_products(X, (f + j) * w + k, 0, L, col + j + 1, 0, 1, X, (f + j + 1) * w + k, w, 1,
+                                 c - j - 1, lanes, 1.0 / L[col + j])
             continue
         u = r - c
         if u:
@@ -193,7 +197,7 @@ def _solve(start, rowptr, rows, valptr, L, X, parts, front_max, small):
     for p in prange(parts):
         a, b = (p * w) // parts, ((p + 1) * w) // parts
         if b > a:
-            _solve_part(start, rowptr, rows, valptr, L, X, a, b, np.empty(front_max * (b - a)), small)
+            _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small)
 
 
 @njit(cache=True)
@@ -238,7 +242,7 @@ class SupernodalFactor:
                 f"{sym.start[failed + 1] - 1} of the reordered matrix was not positive)")
 
     def solve(self, B: np.ndarray, scale: np.ndarray | None = None, threads: int = 1,
-              small: int = SMALL_SOLVE) -> np.ndarray:
+              small: int | None = None) -> np.ndarray:
         """``A⁻¹ B``, or ``D A⁻¹ D B`` with ``D = diag(scale)``, for B of shape (N,) or (N, w).
 
         Returns a new array, column-major where B is (a block of a column-major Krylov
@@ -246,7 +250,8 @@ class SupernodalFactor:
         the rows are permuted into and out of the factor's order (shift-invert's
         ``M^½ A⁻¹ M^½`` costs no extra pass). ``threads`` splits the columns between numba
         threads (each reads the whole factor: on a memory-bound machine one is as fast);
-        ``small`` is the size below which a supernode's step runs as loops instead of BLAS.
+        ``small`` is the size below which a supernode's step runs as loops instead of BLAS
+        (default: ``SMALL_SOLVE``, or ``SMALL_SOLVE_NARROW`` for fewer than 8 columns a thread).
         """
         sym = self.symbolic
         B = np.asarray(B, dtype=np.float64)
@@ -259,9 +264,11 @@ class SupernodalFactor:
         X = np.empty(B2.shape)  # row-major, the layout the block solves work in
         _gather_rows(B2, sym.perm, scale, X, True)
         parts = max(1, min(threads, X.shape[1]))
+        if small is None:
+            small = SMALL_SOLVE if X.shape[1] // parts >= LANES else SMALL_SOLVE_NARROW
         if parts == 1:  # no parallel region: callable from any thread under any numba threading layer
             _solve_part(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, 0, X.shape[1],
-                        np.empty(sym.front_max * X.shape[1]), small)
+                        sym.front_max, small)
         else:
             _solve(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, parts, sym.front_max, small)
         column_major = B2.flags.f_contiguous and not B2.flags.c_contiguous

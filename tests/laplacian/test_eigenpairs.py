@@ -209,6 +209,23 @@ def test_rotate_columns_in_place(rows):
     assert np.array_equal(V[:, 6:], expected[:, 6:])
 
 
+@pytest.mark.parametrize("kappa", [2.0, 1e3, 1e6])
+def test_orthonormal_block_takes_a_second_pass_where_one_is_not_enough(kappa):
+    # One Cholesky QR pass leaves QᵀQ - I ~ κ² ε (1e-4 at κ = 1e6); the block takes the
+    # second pass above CHOLQR_ONE_PASS, so Q is orthonormal to rounding for any κ here
+    from kernelrt.kernels.laplacian.lanczos import CHOLQR_ONE_PASS, _orthonormal_block
+
+    rng = np.random.default_rng(7)
+    U, _ = np.linalg.qr(rng.standard_normal((500, 8)))
+    Vt, _ = np.linalg.qr(rng.standard_normal((8, 8)))
+    W = np.asfortranarray(U @ np.diag(np.geomspace(1.0, 1.0 / kappa, 8)) @ Vt)
+    out = np.empty((500, 8), order="F")
+    R = _orthonormal_block(W, out[:, :0], rng, out)
+    assert (np.linalg.cond(W) > CHOLQR_ONE_PASS) == (kappa > 10)
+    assert np.abs(out.T @ out - np.eye(8)).max() < 1e-13
+    np.testing.assert_allclose(out @ R, W, rtol=0, atol=1e-13)
+
+
 @pytest.mark.parametrize("dependent", [False, True])
 def test_orthonormal_block_writes_q_into_the_basis(dependent):
     # W = Q R with Q orthonormal, orthogonal to the basis, written into the basis' next
