@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 from scipy.linalg import eigh
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .factor import ShiftedFactor, ShiftPattern, with_full_diagonal
 from .lanczos import block_lanczos, rotate_columns
@@ -71,30 +71,34 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
     logger.info("eigenpairs: Cholesky route, factor by %s, sigma = %.3g", library, sigma)
     root = np.sqrt(m)
 
+    # BLAS threads: the solve's own BLAS calls (on its larger supernodes) get one, as more
+    # only spin; the Krylov basis' products keep the caller's threads, as they are
+    # memory-bound and a second thread draws more bandwidth (ico7, k = 100: 8.2-8.6 s
+    # against 9.3-9.7 s with one thread throughout; no change at 40,962 or 50,000 vertices;
+    # Intel Xeon, 2 vCPU).
+    blas_threads = ThreadpoolController()
+
     def apply(X):  # S = M^½ A⁻¹ M^½, symmetric, eigenvalues 1 / (λ - σ)
         t = time.perf_counter()
-        out = fac.solve(X, root)
+        with blas_threads.limit(limits=1, user_api="blas"):
+            out = fac.solve(X, root)
         phases["solve"] += time.perf_counter() - t
         return out
 
     seed = None if start is None else start * root[:, None]
-    # One BLAS thread: the products are tall and thin, so memory-bound, and a second
-    # OpenBLAS thread's spinning slows the single-threaded solves that follow (ico7,
-    # k = 50: 9.3 s against 6.8 s with one thread, Intel Xeon 2 vCPU).
     t0 = time.perf_counter()
-    with threadpool_limits(limits=1, user_api="blas"):
-        theta, Y, _, info = block_lanczos(
-            apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
-            maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
-        )
-        t1 = time.perf_counter()
-        phases["orthogonalise"] = t1 - t0 - phases["solve"]
-        # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain
-        # k x k eigh): it undoes the ~1e-11 mixing that the final orthonormalisation spreads
-        # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
-        X = Y
-        X /= root[:, None]  # in place, as below: each new N x k array costs its page faults
-        lam, C = eigh(X.T @ (L @ X))
-        rotate_columns(X, C)
+    theta, Y, _, info = block_lanczos(
+        apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
+        maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
+    )
+    t1 = time.perf_counter()
+    phases["orthogonalise"] = t1 - t0 - phases["solve"]
+    # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain
+    # k x k eigh): it undoes the ~1e-11 mixing that the final orthonormalisation spreads
+    # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
+    X = Y
+    X /= root[:, None]  # in place, as below: each new N x k array costs its page faults
+    lam, C = eigh(X.T @ (L @ X))
+    rotate_columns(X, C)
     phases["rayleigh_ritz"] = time.perf_counter() - t1
     return lam, X, info["products"], phases
