@@ -18,7 +18,8 @@ and a k; the meshes:
   a real scan with boundary and non-manifold edges), k in (50, 100): SpectralBrain, kernelrt
   and ARPACK over the same factor (plus Chebyshev on a CUDA backend). ``ico8`` is off with
   ``KERNELRT_BENCH_EIGEN_L8=0`` (SpectralBrain needs minutes and ~4 GB there); ``bunny`` is
-  skipped without pymeshfix.
+  skipped without pymeshfix. ``KERNELRT_BENCH_EIGEN_MESHES=ico8`` (a comma-separated list
+  of meshes, and ``cohort``) runs those cases only, e.g. the long ones in a run of their own.
 * ``eigen-cohort-ico6x10``: 10 subjects ``noisy_icosphere(6, 0.1, seed=s)`` on one
   ``MeshTopology``, k = 50: SpectralBrain per subject vs ``topo.eigenpairs``.
 
@@ -71,15 +72,30 @@ def _have(module: str) -> bool:
 MAIN_ROUTES = ("spectralbrain", "cholesky", "cholesky-cholespy", "arpack+cholespy", "arpack+supernodal", "chebyshev")
 
 
-def meshes_and_ks(quick: bool = QUICK) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
-    """(mesh, ks, routes) in run order; the first mesh is the one Chebyshev runs on, on a CPU."""
+def _all_meshes(quick: bool) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
+    # the first mesh is the one Chebyshev runs on, on a CPU
     if quick:
         return [("ico4", (20,), ROUTES), ("ico5", (20,), ROUTES)]
-    out = [("ico6", (50, 100), ROUTES), ("ico7", (50, 100), ROUTES), ("noisy7", (50,), MAIN_ROUTES),
-           ("bunny", (50, 100), MAIN_ROUTES)]
-    if LEVEL8:
-        out.append(("ico8", (50, 100), MAIN_ROUTES))
-    return out
+    return [("ico6", (50, 100), ROUTES), ("ico7", (50, 100), ROUTES), ("noisy7", (50,), MAIN_ROUTES),
+            ("bunny", (50, 100), MAIN_ROUTES), ("ico8", (50, 100), MAIN_ROUTES)]
+
+
+def _only(quick: bool) -> set[str] | None:
+    """The meshes (and "cohort") named by KERNELRT_BENCH_EIGEN_MESHES, or None for all."""
+    names = {x.strip() for x in os.environ.get("KERNELRT_BENCH_EIGEN_MESHES", "").split(",") if x.strip()}
+    known = [m for m, _, _ in _all_meshes(quick)] + ["cohort"]
+    if set(names) - set(known):
+        raise ValueError(f"KERNELRT_BENCH_EIGEN_MESHES must name some of {', '.join(known)}, comma-separated "
+                         f"(got {', '.join(sorted(set(names) - set(known)))})")
+    return names or None
+
+
+def meshes_and_ks(quick: bool = QUICK) -> list[tuple[str, tuple[int, ...], tuple[str, ...]]]:
+    """(mesh, ks, routes) in run order: every mesh, or those KERNELRT_BENCH_EIGEN_MESHES names."""
+    only = _only(quick)
+    if only is not None:
+        return [case for case in _all_meshes(quick) if case[0] in only]
+    return [case for case in _all_meshes(quick) if case[0] != "ico8" or LEVEL8]
 
 
 def cases(quick: bool = QUICK) -> list[tuple[str, int, str]]:
@@ -106,7 +122,7 @@ def unavailable(route: str, mesh: str, backend_name: str, quick: bool = QUICK) -
         return f"{needs[route]} is not installed"
     if mesh == "bunny" and _bunny_path() is None:
         return "the Stanford Bunny comes with pymeshfix, which is not installed"
-    if route == "chebyshev" and backend_name != "cuda" and mesh != meshes_and_ks(quick)[0][0]:
+    if route == "chebyshev" and backend_name != "cuda" and mesh != _all_meshes(quick)[0][0]:
         return "chebyshev on the CPU backend runs on the first mesh only (it is the GPU route)"
     return None
 
@@ -330,9 +346,16 @@ def _time_cohort(benchmark, fn, subjects, ref_key):
         benchmark.extra_info["route"] = results[0].route
 
 
+def _cohort_selected() -> None:
+    only = _only(QUICK)
+    if only is not None and "cohort" not in only:
+        pytest.skip("KERNELRT_BENCH_EIGEN_MESHES leaves the cohort out")
+
+
 def test_cohort_spectralbrain(benchmark):
     from benchlib import tag
 
+    _cohort_selected()
     if not _have("spectralbrain"):
         pytest.skip("spectralbrain is not installed")
     _, subjects, group = _cohort()
@@ -344,6 +367,7 @@ def test_cohort_spectralbrain(benchmark):
 def test_cohort_kernelrt(benchmark):
     from benchlib import tag
 
+    _cohort_selected()
     topo, subjects, group = _cohort()
     warm("cholesky")  # on another mesh: the topology's own pattern work stays in the timed loop
     tag(benchmark, group, "kernelrt", blas=blas_threads())
