@@ -7,6 +7,7 @@ dimension), which supernodal.py's solve calls on rows of its row-major block:
   for p < P, q < Q, l < lanes. Each output row is loaded once, takes its Q scaled rows in a
   register and is stored once, divided by its pivot on the way (``scale``).
 * ``copy_row``: one row of ``lanes`` values, moved as one vector.
+* ``prefetch``: a cache line asked for ahead of its use (LLVM's ``llvm.prefetch``).
 
 The lanes are one LLVM vector of 8 doubles (one AVX-512 register, two AVX2 ones); fewer
 than 8 mask the loads and stores, so a block of any width runs through the same code, 8
@@ -29,7 +30,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["LANES", "copy_row", "sub_products"]
+__all__ = ["LANES", "copy_row", "prefetch", "sub_products"]
 
 LANES = 8
 _F64 = ir.DoubleType()
@@ -163,6 +164,25 @@ def copy_row(typingctx, out, o, inp, i, lanes):
             store(load(src, i_), dst, o_)
 
         _by_lanes(builder, count, emit)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def prefetch(typingctx, arr, index):
+    """Ask for the cache line of ``arr.flat[index]`` ahead of its use (a hint: nothing changes)."""
+    if not (_is_f64(arr) and isinstance(index, types.Integer)):
+        return None
+    sig = types.void(arr, index)
+
+    def codegen(context, builder, signature, args):
+        base = context.make_array(signature.args[0])(context, builder, args[0]).data
+        index_ = _as_intp(context, builder, signature, args, (1,))[0]
+        ptr = builder.bitcast(builder.gep(base, [index_]), ir.IntType(8).as_pointer())
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, _I32, _I32, _I32]), "llvm.prefetch.p0")
+        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
         return context.get_dummy_value()
 
     return sig, codegen

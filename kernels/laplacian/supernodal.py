@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import dense_blas as blas
-from .row_vectors import LANES, copy_row, sub_products
+from .row_vectors import LANES, copy_row, prefetch, sub_products
 from .supernodal_symbolic import SymbolicFactor
 
 __all__ = ["SupernodalFactor", "NotPositiveDefiniteError"]
@@ -39,9 +39,9 @@ SMALL_FRONT = 4096
 # A supernode's solve step with fewer multiply-adds per right-hand side than this runs as loops
 # (row_vectors.py) instead of BLAS; for blocks narrower than one vector of LANES columns,
 # whose loops run with masked lanes, SMALL_SOLVE_NARROW. Measured at 163,842 vertices (Intel
-# Xeon, one thread): 8 columns 43 ms at 2048 against 51 ms at 256; one column 31 ms at 256
-# against 38 ms at 1024.
-SMALL_SOLVE = 2048
+# Xeon, one thread): 8 columns 32-33 ms at 4096 against 39-40 ms at 256; one column 26-28 ms
+# at 256 against 32-34 ms at 1024.
+SMALL_SOLVE = 4096
 SMALL_SOLVE_NARROW = 256
 
 
@@ -147,6 +147,9 @@ def _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small):
     for s in range(ns):  # forward: L y = b
         f, c, r0, r, v = _extent(start, rowptr, valptr, s)
         if c * r < small:  # row by row, 8 columns at a time (row_vectors.py)
+            if s + 1 < ns:  # the next supernode's values, one cache line each: their stream
+                for t in range(valptr[s + 1], valptr[s + 2], 8):  # overlaps this one's arithmetic
+                    prefetch(L, t)  # (~3 ms of ~36 at 163,842 vertices)
             for k in range(a, b, LANES):
                 lanes = min(LANES, b - k)
                 for j in range(c):  # X[f+j] := (X[f+j] - Σ_{t<j} L[j, t] X[f+t]) / L[j, j]
@@ -169,6 +172,9 @@ def _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small):
         f, c, r0, r, v = _extent(start, rowptr, valptr, s)
         if c * r < small:
             u = r - c
+            if s > 0:  # as forward: the next supernode in this order
+                for t in range(valptr[s - 1], valptr[s], 8):
+                    prefetch(L, t)
             for k in range(a, b, LANES):
                 lanes = min(LANES, b - k)
                 for i in range(u):  # the rows below, gathered: T is u x q row-major

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from kernelrt.kernels.laplacian.row_vectors import LANES, copy_row, sub_products
+from kernelrt.kernels.laplacian.row_vectors import LANES, copy_row, prefetch, sub_products
 
 
 @njit(cache=False)
@@ -74,6 +74,19 @@ def test_copy_row(lanes):
     expected[3:3 + lanes] = inp[7:7 + lanes]
     _copy_row(out, 3, inp, 7, lanes)
     np.testing.assert_array_equal(out, expected)
+
+
+@njit(cache=False)
+def _prefetch_all(x):
+    for i in range(0, x.size, 8):
+        prefetch(x, i)
+
+
+def test_prefetch_is_only_a_hint():
+    x = np.random.default_rng(3).standard_normal(100)
+    kept = x.copy()
+    _prefetch_all(x)
+    np.testing.assert_array_equal(x, kept)
 
 
 def test_refuses_what_it_cannot_address():
