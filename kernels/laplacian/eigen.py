@@ -7,7 +7,7 @@ stops short. The routes:
 
 * ``"cholesky"`` (the CPU default, cholesky_route.py): block Lanczos (lanczos.py) on the
   shift-invert operator, solving with a sparse Cholesky factor (factor.py: kernelrt's
-  supernodal factor, else cholespy, else SciPy's SuperLU). 2.2-5.4x SpectralBrain's route on an
+  supernodal factor, else cholespy, else SciPy's SuperLU). 2.2-6.2x SpectralBrain's route on an
   Intel Xeon with the supernodal factor and its SIMD solve; 2.0-2.5x on an AMD EPYC before the
   column-major basis and that factor (bench/bench_eigen.py, docs/results.md).
 * ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
