@@ -84,9 +84,10 @@ def _only(quick: bool) -> set[str] | None:
     """The meshes (and "cohort") named by KERNELRT_BENCH_EIGEN_MESHES, or None for all."""
     names = {x.strip() for x in os.environ.get("KERNELRT_BENCH_EIGEN_MESHES", "").split(",") if x.strip()}
     known = [m for m, _, _ in _all_meshes(quick)] + ["cohort"]
-    if set(names) - set(known):
+    unknown = names - set(known)
+    if unknown:
         raise ValueError(f"KERNELRT_BENCH_EIGEN_MESHES must name some of {', '.join(known)}, comma-separated "
-                         f"(got {', '.join(sorted(set(names) - set(known)))})")
+                         f"(got {', '.join(sorted(unknown))})")
     return names or None
 
 
