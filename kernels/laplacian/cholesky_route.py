@@ -13,10 +13,10 @@ import time
 
 import numpy as np
 from scipy.linalg import eigh
-from threadpoolctl import ThreadpoolController
 
 from .factor import ShiftedFactor, ShiftPattern, with_full_diagonal
-from .lanczos import block_lanczos, rotate_columns
+from .basis_products import one_blas_thread, rotate_columns
+from .lanczos import block_lanczos
 
 __all__ = ["cholesky_eigenpairs", "default_sigma", "krylov_sizes", "SPECTRALBRAIN_SIGMA"]
 
@@ -71,26 +71,22 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
     logger.info("eigenpairs: Cholesky route, factor by %s, sigma = %.3g", library, sigma)
     root = np.sqrt(m)
 
-    # BLAS threads: the solve's own BLAS calls (on its larger supernodes) get one, as more
-    # only spin; the Krylov basis' products keep the caller's threads, as they are
-    # memory-bound and a second thread draws more bandwidth (ico7, k = 100: 8.2-8.6 s
-    # against 9.3-9.7 s with one thread throughout; no change at 40,962 or 50,000 vertices;
-    # Intel Xeon, 2 vCPU).
-    blas_threads = ThreadpoolController()
-
     def apply(X):  # S = M^½ A⁻¹ M^½, symmetric, eigenvalues 1 / (λ - σ)
         t = time.perf_counter()
-        with blas_threads.limit(limits=1, user_api="blas"):
-            out = fac.solve(X, root)
+        out = fac.solve(X, root)
         phases["solve"] += time.perf_counter() - t
         return out
 
     seed = None if start is None else start * root[:, None]
     t0 = time.perf_counter()
-    theta, Y, _, info = block_lanczos(
-        apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
-        maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
-    )
+    # One BLAS thread throughout: the solve's BLAS calls are on small supernodes, where more
+    # threads only spin, and the products with the Krylov basis split their rows between
+    # numba threads themselves (basis_products.py), each calling single-threaded BLAS.
+    with one_blas_thread():
+        theta, Y, _, info = block_lanczos(
+            apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
+            maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
+        )
     t1 = time.perf_counter()
     phases["orthogonalise"] = t1 - t0 - phases["solve"]
     # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain

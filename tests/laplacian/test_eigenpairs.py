@@ -175,40 +175,6 @@ def test_block_lanczos_on_a_known_spectrum():
     assert Y.flags.f_contiguous and Y.base is not None and Y.base.nbytes == Y.nbytes
 
 
-def test_basis_products_are_numpy_products_in_place():
-    # the column-major GEMM helpers of lanczos.py: the same product as NumPy's (to a BLAS
-    # order's rounding: the sums may be grouped differently), W updated in place, and a
-    # row-major W refused, since dgemm would update a copy and leave W as it was
-    from kernelrt.kernels.laplacian.lanczos import _inner, _subtract_product
-
-    rng = np.random.default_rng(3)
-    A = np.asfortranarray(rng.standard_normal((500, 30)))
-    B = rng.standard_normal((30, 8))
-    W = np.asfortranarray(rng.standard_normal((500, 8)))
-    expected = W - A @ B
-    _subtract_product(W, A, B)  # returns nothing: the update must land in W itself
-    np.testing.assert_allclose(W, expected, rtol=0, atol=1e-12)
-    with pytest.raises(ValueError, match="column-major"):
-        _subtract_product(np.ascontiguousarray(W), A, B)
-    np.testing.assert_allclose(_inner(A, W), A.T @ W, rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("rows", [256, 7])  # 500 rows: whole blocks and a tail, and many small blocks
-def test_rotate_columns_in_place(rows):
-    # V[:, :p] := V[:, :q] @ Y through a small row buffer: the same product as NumPy's, the
-    # columns past p untouched
-    from kernelrt.kernels.laplacian.lanczos import rotate_columns
-
-    rng = np.random.default_rng(4)
-    V = np.asfortranarray(rng.standard_normal((500, 12)))
-    Y = rng.standard_normal((10, 6))
-    expected = V.copy()
-    expected[:, :6] = V[:, :10] @ Y
-    rotate_columns(V, Y, rows=rows)
-    np.testing.assert_allclose(V, expected, rtol=0, atol=1e-12)
-    assert np.array_equal(V[:, 6:], expected[:, 6:])
-
-
 @pytest.mark.parametrize("kappa", [2.0, 1e3, 1e6])
 def test_orthonormal_block_takes_a_second_pass_where_one_is_not_enough(kappa):
     # One Cholesky QR pass leaves QᵀQ - I ~ κ² ε (1e-4 at κ = 1e6); the block takes the

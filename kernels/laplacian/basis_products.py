@@ -1,0 +1,159 @@
+"""Products with the Krylov basis, split by rows between threads: ``Aᵀ B``, ``W -= A C`` and rotations.
+
+Owns the dense products of block Lanczos (lanczos.py) with its tall column-major basis
+(n rows, up to ~2.4k columns) and a block of 8 vectors: the inner products ``Aᵀ B``, the
+update ``W -= A C`` and the thick restart's rotation ``V[:, :p] := V[:, :q] Y``.
+
+Why not one BLAS call with two BLAS threads: OpenBLAS splits a GEMM over its output, and
+these outputs are tiny (a 120 x 8 inner product, 66 result columns of a rotation) while
+the shared dimension is the basis' n rows; a product of a 40,962 x 96 basis with 8 columns
+took 2.0 ms on two threads against 3.1 ms on one, and a restart's rotation 11-16 ms on
+two against 15 ms on one. Here each numba thread takes a contiguous range of rows and
+runs single-threaded BLAS (SciPy's, called by address: dense_blas.py) on it, so both
+cores stream their own half of the basis; the inner products' partial sums are added at
+the end (a p x q sum per thread).
+
+Every array is float64 and column-major with unit row stride (a column block of the
+basis, whose leading dimension is the basis' row count, qualifies). BLAS is held to one
+thread while these run (``one_blas_thread``, ~10 us): a multithreaded OpenBLAS called
+from two threads at once oversubscribes the cores (a last Rayleigh–Ritz at 40,962 x 50
+took 0.13 s against 0.04 s).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import get_num_threads, njit, prange
+from threadpoolctl import ThreadpoolController
+
+from . import dense_blas as blas
+
+__all__ = ["inner", "subtract_product", "product_into", "rotate_columns", "one_blas_thread"]
+
+# Rows per thread below which one thread does the whole product: a parallel region's start
+# (~20 us) is more than half of such a product.
+MIN_ROWS_PER_THREAD = 2048
+
+_controller = None
+
+
+def one_blas_thread():
+    """A context in which BLAS runs one thread (threadpoolctl; its controller made once)."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller.limit(limits=1, user_api="blas")
+
+
+def _parts(n: int) -> int:
+    return max(1, min(get_num_threads(), n // MIN_ROWS_PER_THREAD))
+
+
+def _column_major(name: str, a) -> None:
+    if a.dtype != np.float64 or a.ndim != 2 or (a.shape[0] > 1 and a.strides[0] != 8) or a.strides[1] < 8 * a.shape[0]:
+        raise ValueError(f"{name} must be a float64 column-major 2-D array with unit row stride "
+                         f"(got dtype {a.dtype}, shape {a.shape}, strides {a.strides})")
+
+
+def _ld(a) -> int:
+    return max(a.strides[1] // 8, a.shape[0], 1)
+
+
+@njit(cache=True, parallel=True)
+def _inner(a, lda, b, ldb, n, p, q, out):
+    parts = out.shape[0]
+    for t in prange(parts):
+        r0, r1 = t * n // parts, (t + 1) * n // parts
+        s = blas.scratch()
+        blas.gemm(s, blas.TRANS, blas.NOTRANS, p, q, r1 - r0, 1.0, a + 8 * r0, lda, b + 8 * r0, ldb,
+                  0.0, out[t].ctypes.data, p)
+
+
+def inner(A, B) -> np.ndarray:
+    """``Aᵀ B`` (p x q, column-major) for column-major A (n x p) and B (n x q)."""
+    _column_major("A", A)
+    _column_major("B", B)
+    if A.shape[0] != B.shape[0]:
+        raise ValueError(f"A and B must have the same rows (got {A.shape} and {B.shape})")
+    n, p, q = A.shape[0], A.shape[1], B.shape[1]
+    out = np.empty((_parts(n), q, p))  # out[t] is thread t's p x q partial sum, column-major
+    if p and q:
+        with one_blas_thread():
+            _inner(A.ctypes.data, _ld(A), B.ctypes.data, _ld(B), n, p, q, out)
+    else:
+        out[:] = 0.0
+    return out.sum(axis=0).T if out.shape[0] > 1 else out[0].T
+
+
+@njit(cache=True, parallel=True)
+def _product(w, ldw, a, lda, c, n, p, q, alpha, beta, parts):
+    for t in prange(parts):
+        r0, r1 = t * n // parts, (t + 1) * n // parts
+        s = blas.scratch()
+        blas.gemm(s, blas.NOTRANS, blas.NOTRANS, r1 - r0, q, p, alpha, a + 8 * r0, lda, c, p,
+                  beta, w + 8 * r0, ldw)
+
+
+def _into(W, A, C, alpha: float, beta: float) -> None:
+    # W := alpha A C + beta W, row ranges to threads
+    _column_major("W", W)
+    _column_major("A", A)
+    if A.shape[0] != W.shape[0] or C.shape != (A.shape[1], W.shape[1]):
+        raise ValueError(f"needs W n x q, A n x p, C p x q (got W {W.shape}, A {A.shape}, C {C.shape})")
+    if np.may_share_memory(W, A):
+        raise ValueError("W must not overlap A")
+    C = np.asfortranarray(C, dtype=np.float64)
+    n, p, q = A.shape[0], A.shape[1], W.shape[1]
+    if q and n:
+        with one_blas_thread():
+            _product(W.ctypes.data, _ld(W), A.ctypes.data, _ld(A), C.ctypes.data, n, p, q, alpha, beta, _parts(n))
+
+
+def subtract_product(W, A, C) -> None:
+    """``W -= A @ C`` in place: W (n x q) and A (n x p) column-major, C (p x q)."""
+    if A.shape[1]:
+        _into(W, A, C, -1.0, 1.0)
+
+
+def product_into(W, A, C) -> None:
+    """``W := A @ C``: W (n x q) and A (n x p) column-major, C (p x q); W must not overlap A."""
+    _into(W, A, C, 1.0, 0.0)
+
+
+@njit(cache=True, parallel=True)
+def _rotate(V, Y, rows, parts):
+    n, ldv = V.shape[0], max(V.strides[1] // 8, V.shape[0])
+    q, p = Y.shape
+    blocks = (n + rows - 1) // rows
+    for t in prange(parts):
+        s = blas.scratch()
+        T = np.empty(rows * p)  # this thread's rows of the result, column-major
+        for b in range(t * blocks // parts, (t + 1) * blocks // parts):
+            a0 = b * rows
+            r = min(rows, n - a0)
+            # the rows' product first, then written over the same rows: rows of V depend
+            # only on themselves, so no other block is touched
+            blas.gemm(s, blas.NOTRANS, blas.NOTRANS, r, p, q, 1.0, V.ctypes.data + 8 * a0, ldv,
+                      Y.ctypes.data, q, 0.0, T.ctypes.data, r)
+            for j in range(p):
+                for i in range(r):
+                    V[a0 + i, j] = T[j * r + i]
+
+
+def rotate_columns(V, Y, rows: int = 512) -> None:
+    """``V[:, :p] := V[:, :q] @ Y`` in place (Y is q x p, p <= q), V column-major.
+
+    The thick restart's rotation and the last ones of the Ritz vectors. Row by row the
+    product needs only that row of V, so blocks of rows go through a small buffer per
+    thread: no n x p temporary (its allocation and copy made a restart at 163,842 x 120
+    take 121 ms against ~64 ms for the GEMM alone).
+    """
+    _column_major("V", V)
+    q, p = Y.shape
+    if p > q or q > V.shape[1]:
+        raise ValueError(f"Y must be q x p with p <= q <= V's {V.shape[1]} columns (got {Y.shape})")
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1 (got {rows})")
+    if p and V.shape[0]:
+        with one_blas_thread():
+            _rotate(V, np.asfortranarray(Y, dtype=np.float64), rows, _parts(V.shape[0]))

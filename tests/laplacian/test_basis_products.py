@@ -1,0 +1,112 @@
+"""The Krylov basis' products split by rows between threads (kernels/laplacian/basis_products.py).
+
+Each is checked against NumPy's product on a basis laid out as block Lanczos lays it out
+(column blocks of the transpose of a row-major buffer, so the leading dimension is larger
+than a block's columns suggest), with one part and with several, and with row counts that
+do not divide evenly. Sums may be grouped differently from NumPy's (another BLAS order,
+partial sums per thread added at the end), so values are compared to 1e-12, not bitwise;
+what must not move at all (columns past a rotation's result, rows a product does not
+write) is compared exactly.
+"""
+
+import numpy as np
+import pytest
+from numba import get_num_threads, set_num_threads
+from threadpoolctl import threadpool_info
+
+import kernelrt.kernels.laplacian.basis_products as bp
+
+
+@pytest.fixture(params=[1, 3], ids=["one part", "three parts"])
+def parts(request, monkeypatch):
+    # three parts where numba has fewer threads: prange runs the parts in turn, so the row
+    # ranges and partial sums are exercised on any machine
+    monkeypatch.setattr(bp, "_parts", lambda n: request.param)
+    return request.param
+
+
+def _basis(rows: int, cols: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    buffer = rng.standard_normal((cols + 5, rows))
+    return buffer.T  # column-major, leading dimension = rows, as lanczos.py's basis
+
+
+@pytest.mark.parametrize("rows", [1001, 7])
+def test_inner_is_the_transposed_product(parts, rows):
+    V = _basis(rows, 30)
+    W = np.asfortranarray(np.random.default_rng(1).standard_normal((rows, 8)))
+    np.testing.assert_allclose(bp.inner(V[:, 3:20], W), V[:, 3:20].T @ W, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(bp.inner(W, W), W.T @ W, rtol=0, atol=1e-12)
+    assert bp.inner(V[:, :0], W).shape == (0, 8)
+
+
+@pytest.mark.parametrize("rows", [1001, 7])
+def test_subtract_and_product_into_write_only_their_block(parts, rows):
+    V = _basis(rows, 30)
+    C = np.random.default_rng(2).standard_normal((12, 8))
+    before = V.copy()
+    W = V[:, 20:28]  # a block of the same buffer, as the Cholesky QR's output is
+    expected = before[:, 20:28] - before[:, :12] @ C
+    bp.subtract_product(W, V[:, :12], C)  # returns nothing: the update lands in W
+    np.testing.assert_allclose(W, expected, rtol=0, atol=1e-12)
+    bp.product_into(W, V[:, :12], C)
+    np.testing.assert_allclose(W, before[:, :12] @ C, rtol=0, atol=1e-12)
+    assert np.array_equal(V[:, :20], before[:, :20]) and np.array_equal(V[:, 28:], before[:, 28:])
+
+
+@pytest.mark.parametrize("rows, block", [(1001, 512), (1001, 7), (5, 512)])
+def test_rotate_columns_in_place(parts, rows, block):
+    V = _basis(rows, 12)
+    Y = np.random.default_rng(3).standard_normal((10, 6))
+    expected = V.copy()
+    expected[:, :6] = V[:, :10] @ Y
+    bp.rotate_columns(V, Y, rows=block)
+    np.testing.assert_allclose(V, expected, rtol=0, atol=1e-12)
+    assert np.array_equal(V[:, 6:], expected[:, 6:])
+
+
+def test_numba_threads_split_the_rows():
+    # the real split (not the fixture's): as many parts as numba threads where rows allow,
+    # one part for a small basis, and the same products either way
+    threads = get_num_threads()
+    assert bp._parts(10 * bp.MIN_ROWS_PER_THREAD) == min(threads, 10)
+    assert bp._parts(bp.MIN_ROWS_PER_THREAD - 1) == 1
+    rows = 2 * bp.MIN_ROWS_PER_THREAD + 3
+    V = _basis(rows, 20)
+    W = np.asfortranarray(np.random.default_rng(5).standard_normal((rows, 8)))
+    set_num_threads(1)
+    try:
+        one = bp.inner(V[:, :16], W)
+    finally:
+        set_num_threads(threads)
+    np.testing.assert_allclose(bp.inner(V[:, :16], W), one, rtol=0, atol=1e-11)
+
+
+def test_blas_is_held_to_one_thread_only_inside():
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    with bp.one_blas_thread():
+        assert set(blas_threads()) == {1}
+    assert blas_threads() == before
+
+
+def test_bad_layouts_and_shapes_are_refused_before_any_write():
+    V = _basis(100, 10)
+    W = np.asfortranarray(np.ones((100, 4)))
+    with pytest.raises(ValueError, match="column-major"):
+        bp.subtract_product(np.ascontiguousarray(W), V[:, :3], np.ones((3, 4)))  # BLAS would update a copy
+    with pytest.raises(ValueError, match="column-major"):
+        bp.inner(V.astype(np.float32), W)
+    with pytest.raises(ValueError, match="same rows"):
+        bp.inner(V[:50], W)
+    with pytest.raises(ValueError, match="p x q"):
+        bp.subtract_product(W, V[:, :3], np.ones((4, 4)))
+    with pytest.raises(ValueError, match="overlap"):
+        bp.subtract_product(V[:, 2:6], V[:, :3], np.ones((3, 4)))
+    with pytest.raises(ValueError, match="p <= q"):
+        bp.rotate_columns(V, np.ones((3, 4)))
+    with pytest.raises(ValueError, match="rows"):
+        bp.rotate_columns(V, np.ones((4, 3)), rows=0)
+    assert np.array_equal(W, np.ones((100, 4)))
