@@ -8,7 +8,7 @@ Why not one BLAS call with two BLAS threads: OpenBLAS splits a GEMM over its out
 these outputs are tiny (a 120 x 8 inner product, 66 result columns of a rotation) while
 the shared dimension is the basis' n rows; a product of a 40,962 x 96 basis with 8 columns
 took 2.0 ms on two threads against 3.1 ms on one, and a restart's rotation 11-16 ms on
-two against 15 ms on one. Here each numba thread takes a contiguous range of rows and
+two against 15 ms on one (6.9 ms here). Here each numba thread takes a contiguous range of rows and
 runs single-threaded BLAS (SciPy's, called by address: dense_blas.py) on it, so both
 cores stream their own half of the basis; the inner products' partial sums are added at
 the end (a p x q sum per thread).
@@ -23,14 +23,18 @@ took 0.13 s against 0.04 s).
 from __future__ import annotations
 
 import numpy as np
-from numba import get_num_threads, njit, prange
+from numba import njit, prange
 from threadpoolctl import ThreadpoolController
 
 from . import dense_blas as blas
 
 __all__ = ["inner", "subtract_product", "product_into", "rotate_columns", "one_blas_thread"]
 
-# Rows per thread below which one thread does the whole product: a parallel region's start
+# Row ranges of a product: two, the cores kernelrt is measured on (2-vCPU Intel Xeon / AMD
+# EPYC). Fixed, not numba's thread count, so that the partial sums, and so the bits of a
+# result, do not depend on how many threads run them (one thread runs the ranges in turn).
+PARTS = 2
+# Rows per range below which one range does the whole product: a parallel region's start
 # (~20 us) is more than half of such a product.
 MIN_ROWS_PER_THREAD = 2048
 
@@ -46,7 +50,7 @@ def one_blas_thread():
 
 
 def _parts(n: int) -> int:
-    return max(1, min(get_num_threads(), n // MIN_ROWS_PER_THREAD))
+    return PARTS if n >= PARTS * MIN_ROWS_PER_THREAD else 1
 
 
 def _column_major(name: str, a) -> None:

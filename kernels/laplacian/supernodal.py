@@ -15,8 +15,9 @@ a symmetric positive definite A with the analysed pattern, for any values, and
   columns at a time (row_vectors.py). This reads the factor once per block instead of once
   per column, which is what the Krylov iteration's blocks need (cholespy's solve costs
   the same per column from 4 columns on; docs/laplacian.md, "Solver routes measured").
-  ``threads=`` can split the columns between numba threads (``prange``), each running
-  single-threaded BLAS; the default is one, as each thread reads the whole factor.
+  The elimination tree's independent subtrees (nested dissection's two halves) are solved
+  on two numba threads at once, each with single-threaded BLAS, and the top separator
+  alone (subtrees.py).
 
 The BLAS is SciPy's (dense_blas.py). Rounding differs from CHOLMOD's (another order of
 operations); residuals, not bits, are what the tests compare.
@@ -144,81 +145,126 @@ def _prefetch_values(L, valptr, s):
 
 
 @njit(cache=True)
-def _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small):
-    # X[:, a:b] (row-major X, w columns) := A⁻¹ X[:, a:b]
-    ns = len(start) - 1
-    w = X.shape[1]
-    q = b - a
-    sc = blas.scratch()
-    T = np.empty(front_max * q)
-    xb, lb, tb = X.ctypes.data + 8 * a, L.ctypes.data, T.ctypes.data
-    for s in range(ns):  # forward: L y = b
-        f, c, r0, r, v = _extent(start, rowptr, valptr, s)
-        if c * r < small:  # row by row, 8 columns at a time (row_vectors.py)
-            if s + 1 < ns:
-                _prefetch_values(L, valptr, s + 1)
-            for k in range(a, b, LANES):
-                lanes = min(LANES, b - k)
-                for j in range(c):  # X[f+j] := (X[f+j] - Σ_{t<j} L[j, t] X[f+t]) / L[j, j]
-                    sub_products(X, (f + j) * w + k, 0, L, v + j, 0, r, X, f * w + k, w, 1, j, lanes,
-                                 1.0 / L[v + j * r + j])
-                for i in range(c, r):  # X[row i] -= Σ_t L[i, t] X[f+t]
-                    sub_products(X, rows[r0 + i] * w + k, 0, L, v + i, 0, r, X, f * w + k, w, 1, c, lanes, 1.0)
-            continue
-        # row-major X[f:l, a:b] is the column-major q x c block Xᵀ: Xᵀ := Xᵀ L11⁻ᵀ
-        blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.TRANS, q, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
-        u = r - c
-        if u:
-            # Tᵀ (q x u) = Xᵀ L21ᵀ, then X[rows below] -= T
-            blas.gemm(sc, blas.NOTRANS, blas.TRANS, q, u, c, 1.0, xb + 8 * f * w, w, lb + 8 * (v + c), r, 0.0, tb, q)
-            for i in range(u):
-                row = rows[r0 + c + i]
-                for k in range(q):
-                    X[row, a + k] -= T[i * q + k]
-    for s in range(ns - 1, -1, -1):  # backward: Lᵀ x = y
-        f, c, r0, r, v = _extent(start, rowptr, valptr, s)
-        if c * r < small:
-            u = r - c
-            if s > 0:  # the next supernode in this order
-                _prefetch_values(L, valptr, s - 1)
-            for k in range(a, b, LANES):
-                lanes = min(LANES, b - k)
-                for i in range(u):  # the rows below, gathered: T is u x q row-major
-                    copy_row(T, i * q + k - a, X, rows[r0 + c + i] * w + k, lanes)
-                # X[f+j] -= Σ_i L[c+i, j] T[i] for every j, then the diagonal block bottom-up
-                sub_products(X, f * w + k, w, L, v + c, r, 1, T, k - a, q, c, u, lanes, 1.0)
-                for j in range(c - 1, -1, -1):
-                    col = v + j * r
-                    sub_products(X, (f + j) * w + k, 0, L, col + j + 1, 0, 1, X, (f + j + 1) * w + k, w, 1,
-                                 c - j - 1, lanes, 1.0 / L[col + j])
-            continue
-        u = r - c
-        if u:
-            for i in range(u):
-                row = rows[r0 + c + i]
-                for k in range(q):
-                    T[i * q + k] = X[row, a + k]
-            # Xᵀ -= Tᵀ L21 (Tᵀ: q x u column-major, L21: u x c)
-            blas.gemm(sc, blas.NOTRANS, blas.NOTRANS, q, c, u, -1.0, tb, q, lb + 8 * (v + c), r, 1.0, xb + 8 * f * w, w)
-        blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.NOTRANS, q, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
-
-
-@njit(cache=True, parallel=True)
-def _solve(start, rowptr, rows, valptr, L, X, parts, front_max, small):
-    w = X.shape[1]
-    for p in prange(parts):
-        a, b = (p * w) // parts, ((p + 1) * w) // parts
-        if b > a:
-            _solve_part(start, rowptr, rows, valptr, L, X, a, b, front_max, small)
+def _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, Z, slot, redirect):
+    # supernode s of L y = b on row-major X; with redirect, the updates of rows whose slot is
+    # >= 0 (the split's top, which another part updates too) go to Z[slot] instead
+    ns, w = len(start) - 1, X.shape[1]
+    f, c, r0, r, v = _extent(start, rowptr, valptr, s)
+    if c * r < small:  # row by row, 8 columns at a time (row_vectors.py)
+        if s + 1 < ns:
+            _prefetch_values(L, valptr, s + 1)
+        for k in range(0, w, LANES):
+            lanes = min(LANES, w - k)
+            for j in range(c):  # X[f+j] := (X[f+j] - Σ_{t<j} L[j, t] X[f+t]) / L[j, j]
+                sub_products(X, (f + j) * w + k, 0, L, v + j, 0, r, X, f * w + k, w, 1, j, lanes,
+                             1.0 / L[v + j * r + j])
+            for i in range(c, r):  # X[row i] -= Σ_t L[i, t] X[f+t]
+                row = rows[r0 + i]
+                if redirect and slot[row] >= 0:
+                    sub_products(Z, slot[row] * w + k, 0, L, v + i, 0, r, X, f * w + k, w, 1, c, lanes, 1.0)
+                else:
+                    sub_products(X, row * w + k, 0, L, v + i, 0, r, X, f * w + k, w, 1, c, lanes, 1.0)
+        return
+    # row-major X[f:l] is the column-major w x c block Xᵀ: Xᵀ := Xᵀ L11⁻ᵀ
+    xb, lb, tb = X.ctypes.data, L.ctypes.data, T.ctypes.data
+    blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.TRANS, w, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
+    u = r - c
+    if u:
+        # Tᵀ (w x u) = Xᵀ L21ᵀ, then X[rows below] -= T
+        blas.gemm(sc, blas.NOTRANS, blas.TRANS, w, u, c, 1.0, xb + 8 * f * w, w, lb + 8 * (v + c), r, 0.0, tb, w)
+        for i in range(u):
+            row = rows[r0 + c + i]
+            if redirect and slot[row] >= 0:
+                for k in range(w):
+                    Z[slot[row], k] -= T[i * w + k]
+            else:
+                for k in range(w):
+                    X[row, k] -= T[i * w + k]
 
 
 @njit(cache=True)
+def _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc):
+    # supernode s of Lᵀ x = y: reads the rows of its ancestors, writes only its own
+    w = X.shape[1]
+    f, c, r0, r, v = _extent(start, rowptr, valptr, s)
+    u = r - c
+    if c * r < small:
+        if s > 0:  # the next supernode in this order
+            _prefetch_values(L, valptr, s - 1)
+        for k in range(0, w, LANES):
+            lanes = min(LANES, w - k)
+            for i in range(u):  # the rows below, gathered: T is u x w row-major
+                copy_row(T, i * w + k, X, rows[r0 + c + i] * w + k, lanes)
+            # X[f+j] -= Σ_i L[c+i, j] T[i] for every j, then the diagonal block bottom-up
+            sub_products(X, f * w + k, w, L, v + c, r, 1, T, k, w, c, u, lanes, 1.0)
+            for j in range(c - 1, -1, -1):
+                col = v + j * r
+                sub_products(X, (f + j) * w + k, 0, L, col + j + 1, 0, 1, X, (f + j + 1) * w + k, w, 1,
+                             c - j - 1, lanes, 1.0 / L[col + j])
+        return
+    xb, lb, tb = X.ctypes.data, L.ctypes.data, T.ctypes.data
+    if u:
+        for i in range(u):
+            row = rows[r0 + c + i]
+            for k in range(w):
+                T[i * w + k] = X[row, k]
+        # Xᵀ -= Tᵀ L21 (Tᵀ: w x u column-major, L21: u x c)
+        blas.gemm(sc, blas.NOTRANS, blas.NOTRANS, w, c, u, -1.0, tb, w, lb + 8 * (v + c), r, 1.0, xb + 8 * f * w, w)
+    blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.NOTRANS, w, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
+
+
+@njit(cache=True)
+def _solve_whole(start, rowptr, rows, valptr, L, X, front_max, small):
+    # X := A⁻¹ X on one thread, every supernode in order
+    ns = len(start) - 1
+    sc = blas.scratch()
+    T = np.empty(front_max * X.shape[1])
+    none = np.empty((0, X.shape[1]))
+    no_slot = np.empty(0, np.int64)
+    for s in range(ns):
+        _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, none, no_slot, False)
+    for s in range(ns - 1, -1, -1):
+        _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc)
+
+
+@njit(cache=True, parallel=True)
+def _solve_split(start, rowptr, rows, valptr, L, X, front_max, small, ranges, rptr, top, slot, top_rows):
+    # X := A⁻¹ X with the split's parts on threads (subtrees.py): the parts' forward passes,
+    # their top updates summed, the top alone both ways, then the parts' backward passes
+    parts, w = len(rptr) - 1, X.shape[1]
+    Z = np.zeros((parts, len(top_rows), w))
+    for p in prange(parts):
+        sc = blas.scratch()
+        T = np.empty(front_max * w)
+        for g in range(rptr[p], rptr[p + 1]):
+            for s in range(ranges[g, 0], ranges[g, 1]):
+                _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, Z[p], slot, True)
+    for i in range(len(top_rows)):  # in part order: the same sums on any number of threads
+        for p in range(parts):
+            for k in range(w):
+                X[top_rows[i], k] += Z[p, i, k]
+    sc = blas.scratch()
+    T = np.empty(front_max * w)
+    for s in top:
+        _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, Z[0], slot, False)
+    for t in range(len(top) - 1, -1, -1):
+        _backward(top[t], start, rowptr, rows, valptr, L, X, small, T, sc)
+    for p in prange(parts):
+        sc = blas.scratch()
+        T = np.empty(front_max * w)
+        for g in range(rptr[p + 1] - 1, rptr[p] - 1, -1):
+            for s in range(ranges[g, 1] - 1, ranges[g, 0] - 1, -1):
+                _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc)
+
+
+@njit(cache=True, parallel=True)
 def _gather_rows(src, index, scale, dst, scale_at_source):
     # dst[i] = src[index[i]] * scale[index[i] or i]: a pull, so dst is written in order in
     # either memory layout and only the reads jump (pushing into a column-major dst with
     # the inverse index wrote 8 scattered streams: 5.7 ms against 1.9 ms at 163,842 x 8).
-    # The operator's scaling rides on the permutation's pass.
-    for i in range(len(index)):
+    # The operator's scaling rides on the permutation's pass. Rows in ranges per thread
+    # (each value is a copy times one scale: the same bits on any number of threads).
+    for i in prange(len(index)):
         j = index[i]
         d = scale[j] if scale_at_source else scale[i]
         for k in range(src.shape[1]):
@@ -253,17 +299,18 @@ class SupernodalFactor:
                 f"the matrix is not positive definite (a pivot in columns {sym.start[failed]}.."
                 f"{sym.start[failed + 1] - 1} of the reordered matrix was not positive)")
 
-    def solve(self, B: np.ndarray, scale: np.ndarray | None = None, threads: int = 1,
+    def solve(self, B: np.ndarray, scale: np.ndarray | None = None, split: bool = True,
               small: int | None = None) -> np.ndarray:
         """``A⁻¹ B``, or ``D A⁻¹ D B`` with ``D = diag(scale)``, for B of shape (N,) or (N, w).
 
         Returns a new array, column-major where B is (a block of a column-major Krylov
         basis needs no copy either way), row-major otherwise. The scaling is applied while
         the rows are permuted into and out of the factor's order (shift-invert's
-        ``M^½ A⁻¹ M^½`` costs no extra pass). ``threads`` splits the columns between numba
-        threads (each reads the whole factor: on a memory-bound machine one is as fast);
-        ``small`` is the size below which a supernode's step runs as loops instead of BLAS
-        (default: ``SMALL_SOLVE``, or ``SMALL_SOLVE_NARROW`` for fewer than 8 columns a thread).
+        ``M^½ A⁻¹ M^½`` costs no extra pass). ``split`` solves the elimination tree's
+        independent subtrees on numba's threads (subtrees.py; False: one pass on this
+        thread, which rounds the top's rows in another order); ``small`` is the size below
+        which a supernode's step runs as loops instead of BLAS (default: ``SMALL_SOLVE``,
+        or ``SMALL_SOLVE_NARROW`` for fewer than 8 columns).
         """
         sym = self.symbolic
         B = np.asarray(B, dtype=np.float64)
@@ -275,14 +322,14 @@ class SupernodalFactor:
         B2 = B.reshape(sym.n, -1)
         X = np.empty(B2.shape)  # row-major, the layout the block solves work in
         _gather_rows(B2, sym.perm, scale, X, True)
-        parts = max(1, min(threads, X.shape[1]))
         if small is None:
-            small = SMALL_SOLVE if X.shape[1] // parts >= LANES else SMALL_SOLVE_NARROW
-        if parts == 1:  # no parallel region: callable from any thread under any numba threading layer
-            _solve_part(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, 0, X.shape[1],
-                        sym.front_max, small)
+            small = SMALL_SOLVE if X.shape[1] >= LANES else SMALL_SOLVE_NARROW
+        parts = sym.solve_split() if split else None
+        if parts is None:
+            _solve_whole(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, sym.front_max, small)
         else:
-            _solve(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, parts, sym.front_max, small)
+            _solve_split(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, sym.front_max, small,
+                         parts.ranges, parts.rptr, parts.top, parts.slot, parts.top_rows)
         column_major = B2.flags.f_contiguous and not B2.flags.c_contiguous
         out = np.empty(B2.shape, order="F" if column_major else "C")
         _gather_rows(X, sym.inverse, scale, out, False)

@@ -311,6 +311,14 @@ class SymbolicFactor:
         self.a_indptr, self.a_indices = lower.indptr.astype(np.int64), lower.indices.astype(np.int64)
         self.a_source = np.asarray(lower.data, dtype=np.int64) - 1
 
+    def solve_split(self):
+        """The tree's split into independent subtrees for two-thread solves (subtrees.py), made once."""
+        if not hasattr(self, "_split"):
+            from .subtrees import solve_split
+
+            self._split = solve_split(self.start, self.parent, self.valptr)
+        return self._split
+
     @staticmethod
     def _permuted(indptr, indices, position, perm, n) -> sp.csr_matrix:
         A = sp.csr_matrix((position, indices, indptr), shape=(n, n))
