@@ -17,16 +17,20 @@ stay, with the last residual block; the residual norm of Ritz pair i is ``‖B y
 
 Reading the basis is the iteration's cost beside the solves, and it is memory-bound, so
 the basis is column-major (a block of vectors is one contiguous piece) and every product
-with it is a GEMM in BLAS's good shape (``_inner``, ``_subtract_product``, ``rotate_columns``:
-a column-major result; NumPy's ``@`` returns a row-major one through a GEMM with a tiny
-row count, which OpenBLAS runs ~3x slower, 55 ms against 18 ms for a 163,842 x 120 basis
-times 120 x 4): at
-163,842 vertices, k = 50, the iteration's own time went from 8.0 s to 3.1-3.4 s (Intel
-Xeon, 2 vCPU, one BLAS thread). Then to 2.5-3.0 s by making no new n-row arrays: the
-block's Q goes straight into the basis, a restart rotates the basis in place
-(``rotate_columns``), the column norms come from the Gram matrix the Cholesky QR needs
-anyway, and a block of the basis goes to the solve as it is (each new array of n rows
-costs its page faults, ~2 ms per MB on a fresh VM, and a copy).
+with it is a GEMM in BLAS's good shape (a column-major result; NumPy's ``@`` returns a
+row-major one through a GEMM with a tiny row count, which OpenBLAS runs ~3x slower, 55 ms
+against 18 ms for a 163,842 x 120 basis times 120 x 4): at 163,842 vertices, k = 50, the
+iteration's own time went from 8.0 s to 3.1-3.4 s (Intel Xeon, 2 vCPU, one BLAS thread).
+Then to 2.5-3.0 s by making no new n-row arrays: the block's Q goes straight into the
+basis, a restart rotates the basis in place (``rotate_columns``), the column norms come
+from the Gram matrix the Cholesky QR needs anyway, and a block of the basis goes to the
+solve as it is (each new array of n rows costs its page faults, ~2 ms per MB on a fresh
+VM, and a copy). The products split the basis' rows between two threads
+(basis_products.py), which a multithreaded BLAS does not do for these shapes.
+
+Not done, measured: skipping the whole-basis pass on every other block (partial
+reorthogonalisation) left ~1e-13 of lost orthogonality in H, and the residual estimates
+stalled at 3e-13, above the 1e-13 asked for (40,962 vertices, k = 50).
 """
 
 from __future__ import annotations
@@ -165,9 +169,9 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         unchecked += 1
         full = cur >= size
         # Rayleigh–Ritz every few blocks, not only at restarts: a solve that converges
-        # mid-basis stops there (an eigh of the small H costs far less than a block; LAPACK's
-        # divide and conquer, "evd", is the fastest driver at these orders: 4 ms against 5.4
-        # for SciPy's default "evr" at 240)
+        # mid-basis stops there (an eigh of the small H costs far less than a block). SciPy's
+        # default driver (MRRR, "evr"): divide and conquer ("evd") is faster per call (4 ms
+        # against 5.4 at 240) but took twice the products at 40,962 vertices, k = 100.
         if applied < k + w or not (full or unchecked >= check_every):
             continue
         unchecked = 0
