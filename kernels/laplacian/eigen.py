@@ -7,9 +7,9 @@ stops short. The routes:
 
 * ``"cholesky"`` (the CPU default, cholesky_route.py): block Lanczos (lanczos.py) on the
   shift-invert operator, solving with a sparse Cholesky factor (factor.py: kernelrt's
-  supernodal factor, else cholespy, else SciPy's SuperLU). 2.2-6.2x SpectralBrain's route on an
-  Intel Xeon with the supernodal factor and its SIMD solve; 2.0-2.5x on an AMD EPYC before the
-  column-major basis and that factor (bench/bench_eigen.py, docs/results.md).
+  supernodal factor, else cholespy, else SciPy's SuperLU). 3.4-8.4x SpectralBrain's route on a
+  2-vCPU Intel Xeon with the supernodal factor, its SIMD solve and both cores; 2.0-2.5x on an
+  AMD EPYC before the column-major basis and that factor (bench/bench_eigen.py, docs/results.md).
 * ``"shift-invert"``: SpectralBrain's own route, SciPy's ARPACK over SuperLU.
 * ``"dense"``: the standardised dense ``eigh`` (SpectralBrain's GPU route, N <= 20,000).
 * ``"chebyshev"``: Chebyshev-filtered subspace iteration (chebyshev.py), sparse products
