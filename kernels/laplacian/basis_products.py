@@ -8,10 +8,10 @@ Why not one BLAS call with two BLAS threads: OpenBLAS splits a GEMM over its out
 these outputs are tiny (a 120 x 8 inner product, 66 result columns of a rotation) while
 the shared dimension is the basis' n rows; a product of a 40,962 x 96 basis with 8 columns
 took 2.0 ms on two threads against 3.1 ms on one, and a restart's rotation 11-16 ms on
-two against 15 ms on one (6.9 ms here). Here each numba thread takes a contiguous range of rows and
-runs single-threaded BLAS (SciPy's, called by address: dense_blas.py) on it, so both
-cores stream their own half of the basis; the inner products' partial sums are added at
-the end (a p x q sum per thread).
+two against 15 ms on one (6.9 ms here). Here each numba thread takes a contiguous range
+of rows and runs single-threaded BLAS (SciPy's, called by address: dense_blas.py) on it,
+so both cores stream their own half of the basis; the inner products' partial sums are
+added at the end (a p x q sum per thread).
 
 Every array is float64 and column-major with unit row stride (a column block of the
 basis, whose leading dimension is the basis' row count, qualifies). BLAS is held to one

@@ -36,7 +36,7 @@ class SolveSplit:
         top: the supernodes in no range, ascending (children before parents).
         slot: for each column of the factor, its row in the parts' top buffers, or -1.
         top_rows: the columns of the top supernodes (the buffers' rows).
-        work: per part the share of the factor's entries it solves, and the top's (last).
+        work: per part its share of the solve's multiply-adds, and the top's (last).
     """
 
     def __init__(self, ranges, rptr, top, slot, top_rows, work):

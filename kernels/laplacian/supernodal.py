@@ -324,12 +324,12 @@ class SupernodalFactor:
         _gather_rows(B2, sym.perm, scale, X, True)
         if small is None:
             small = SMALL_SOLVE if X.shape[1] >= LANES else SMALL_SOLVE_NARROW
-        parts = sym.solve_split() if split else None
-        if parts is None:
+        tree = sym.solve_split() if split else None
+        if tree is None:
             _solve_whole(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, sym.front_max, small)
         else:
             _solve_split(sym.start, sym.rowptr, sym.rows, sym.valptr, self.values, X, sym.front_max, small,
-                         parts.ranges, parts.rptr, parts.top, parts.slot, parts.top_rows)
+                         tree.ranges, tree.rptr, tree.top, tree.slot, tree.top_rows)
         column_major = B2.flags.f_contiguous and not B2.flags.c_contiguous
         out = np.empty(B2.shape, order="F" if column_major else "C")
         _gather_rows(X, sym.inverse, scale, out, False)
