@@ -24,10 +24,12 @@ fetch() {
     --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
     --platform manylinux1_x86_64 --platform any -d .whl "$@"
 }
-# What the current code imports that the image lacks: the eigensolver's CHOLMOD (cholespy; the
-# Cholesky route and the Chebyshev tests' CPU reference fall back to SuperLU without it), and
-# the portable cache lock (filelock >= 3.30: lock_descriptor) and memory query (psutil).
-fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs cholespy==2.2.0 "filelock>=3.30" "psutil>=5.9"
+# What the current code imports that the image lacks: the CPU eigensolver's METIS ordering for
+# kernelrt's supernodal factor (pymetis; without it the Cholesky route falls back to cholespy),
+# cholespy (then SuperLU), and the portable cache lock (filelock >= 3.30: lock_descriptor) and
+# memory query (psutil).
+fetch "numpy>=1.26,<2.5" diskcache nvidia-ml-py platformdirs "pymetis>=2025.2" cholespy==2.2.0 "filelock>=3.30" \
+  "psutil>=5.9"
 if [ "${DASK:-1}" != 0 ]; then
   # kernelrt.distributed (KernelrtPlugin, cohort_spectra(client=), compute_many(client=)) and
   # `kernelrt cohort` on mesh files; the image has cloudpickle, toolz, msgpack, psutil,

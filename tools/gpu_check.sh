@@ -7,6 +7,8 @@
 #   bash tools/gpu_check.sh deps ncu                 # sitting call 3 (~4-6 min)
 #   bash tools/gpu_check.sh deps bench               # a later sitting: the pytest-benchmark suites
 #   bash tools/gpu_check.sh deps variants            # the kernel variants side by side, then ncu on them
+#   bash tools/gpu_check.sh deps sweep e2e           # the eigen route's settings side by side, then
+#                                                    # eigenpairs end to end, repeated
 #   bash tools/gpu_check.sh --help
 #
 # Steps (positional words, run in the order given; none given: deps tests demo):
@@ -23,6 +25,11 @@
 #          JSON and plot), bench/sfap_variants_e2e.py (compute_sfaps under each SFAP pair),
 #          then ncu on `--ncu --variant all`, defaults and variants
 #          -> $OUT/variants.ncu-rep, variants_raw.csv, variants_summary.txt
+#   sweep  python3 bench/chebyshev_sweep.py --budget $SWEEP_BUDGET (default 150): the eigen route's
+#          block widths, degree caps and tolerances at 163,842 and 655,362 vertices
+#          -> $OUT/chebyshev-sweep.json
+#   e2e    python3 bench/eigen_e2e.py: eigenpairs as a user calls it, each case repeated in one
+#          process (163,842 vertices k = 50/100, 655,362 k = 100) -> $OUT/eigen-e2e.json
 #
 # Each step runs under `timeout` (STEP_TIMEOUT seconds, default 530), so a call of several
 # steps is bounded by the sum; a step that fails or times out is reported and the others run.
@@ -36,7 +43,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-STEPS_KNOWN=" deps tests demo probe ncu bench variants "
+STEPS_KNOWN=" deps tests demo probe ncu bench variants sweep e2e "
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) usage; exit 0 ;; esac
 for s in "$@"; do
@@ -187,6 +194,17 @@ if want variants; then
   # kernel-only wins need not survive end to end (the tiled columns did not on the 2026-11-27 H200)
   run_step "variants e2e" - "$PY" bench/sfap_variants_e2e.py --backend auto --out "$DEST/sfap-variants-e2e.json" $QUICK
   ncu_step variants --variant all
+fi
+
+if want sweep; then
+  say "sweep: bench/chebyshev_sweep.py --budget ${SWEEP_BUDGET:-150}"
+  run_step sweep - "$PY" bench/chebyshev_sweep.py --budget "${SWEEP_BUDGET:-150}" --backend auto \
+    --out "$DEST/chebyshev-sweep.json" $QUICK
+fi
+
+if want e2e; then
+  say "e2e: bench/eigen_e2e.py"
+  run_step e2e - "$PY" bench/eigen_e2e.py --backend auto --out "$DEST/eigen-e2e.json" $QUICK
 fi
 
 if want bench; then

@@ -45,6 +45,7 @@ import kernelrt
 
 from ..variants import variant
 from .csr_rows import _geometry, csr_row_dot, csr_row_into
+from .csr_scans import scaled_rows
 from .eigen_report import EigenConvergenceError
 from .loops import chebyshev_filter_cooperative
 from .placement import cupy_or_none
@@ -53,7 +54,11 @@ from .subspace import orthonormalize, start_block, subspace_kernels
 
 __all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels"]
 
-DEGREE_RANGE = (4, 60)  # a top of 60 beat 30, 40, 80 and 120 on products (ico5-6, k = 50)
+# A top of 200 with a block of 1.5 k: 655,362 vertices, k = 100 on an H200 in 9 iterations, 3.8-3.9 s, where
+# (60, k + 0.2 k) took 79 and 8.4 s (bench/chebyshev_sweep.py; 2026-11-28-nvidia-h200-chebyshev-sweep*.json).
+# A low top costs iterations, each a QR and a Rayleigh–Ritz; products alone favoured 60 (ico5-6, k = 50).
+DEGREE_RANGE = (4, 200)
+GROW_DEGREE = 240  # filter degree of a grown block's new random columns (then capped by MAX_GAIN)
 MAX_GAIN = 1e10  # filter gain across the active block: QR keeps ~6 digits of the weakest column
 NULL_FLOOR = 1e-12  # Ritz values below this x λ_max are null (rounding of A y is ~1e-15 λ_max)
 GAP_FRACTION = 0.25  # grow when the cut gap is below this x the mean spacing of b - k values
@@ -116,7 +121,7 @@ def _validate(shape, m, k, tol, block, degree, maxiter, v0, progress):
         raise TypeError(f"tol must be a float (got {type(tol).__name__} {tol!r})")
     if not (math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a finite float > 0 (got {tol!r})")
-    b = min(n, k + max(8, math.ceil(0.2 * k))) if block is None else _int_arg("block", block, k + 1, n)
+    b = min(n, k + max(8, math.ceil(0.5 * k))) if block is None else _int_arg("block", block, k + 1, n)
     degree = None if degree is None else _int_arg("degree", degree, 1)
     maxiter = _int_arg("maxiter", maxiter, 1)
     if v0 is not None:
@@ -272,8 +277,9 @@ def chebyshev_eigenpairs(
         k: number of pairs, in [1, N - 1].
         backend: kernelrt backend, kind string, or None (auto).
         tol: pair i has converged when ‖A y − θ_i y‖ ≤ tol · θ_k, A = S L S, S = diag(1/√m), ‖y‖ = 1.
-        block: block width in [k + 1, N]; default k + max(8, ⌈0.2 k⌉) (guard vectors: a multiplet cut
-            by k does not stall convergence), which may double its guards (module docstring).
+        block: block width in [k + 1, N]; default k + max(8, ⌈k / 2⌉) (guard vectors: a multiplet cut
+            by k does not stall convergence, and the filter damps against a wider gap λ_k / λ_b),
+            which may double its guards (module docstring).
         degree: fixed filter degree (>= 1), or None to choose it per iteration (module docstring).
         maxiter: outer iterations (filter + Rayleigh–Ritz) before giving up.
         v0: optional (N, j) start vectors (j <= block), e.g. a similar mesh's eigenvectors;
@@ -298,11 +304,10 @@ def chebyshev_eigenpairs(
     data, indices, indptr, shape = _csr_parts(L)
     n, m, k, tol, b, degree, maxiter, v0 = _validate(shape, m, k, tol, block, degree, maxiter, v0, progress)
     data, indices, indptr = (_to_host(a) for a in (data, indices, indptr))
-    rows, sr = np.repeat(np.arange(n), np.diff(indptr)), 1.0 / np.sqrt(m)
-    data_s = data * sr[rows] * sr[indices]
-    if not np.isfinite(data_s).all():
+    data_s, lam_max, finite = scaled_rows(np.asarray(data, dtype=np.float64), indices, indptr, m)  # one pass
+    if not finite:
         raise ValueError("L must have finite entries (got NaN or inf)")
-    lam_max = float(min(np.bincount(rows, np.abs(data_s), n).max(), (np.bincount(rows, np.abs(data), n) / m).max()))
+    sr, lam_max = 1.0 / np.sqrt(m), float(lam_max)
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
@@ -351,9 +356,9 @@ def chebyshev_eigenpairs(
             if extra > 0 and iterations >= 2 and theta[-1] - theta[k - 1] < GAP_FRACTION * extra / k * theta[k - 1]:
                 # A cluster straddles the block's edge (a gap far below the mean spacing's), so pair k
                 # converges at the cluster's splitting: double the guards. New random columns are filtered
-                # first (4 x the top degree): unfiltered, they would hold the cut near λ_max for iterations.
+                # first (GROW_DEGREE): unfiltered, they would hold the cut near λ_max for iterations.
                 a_new = min(cap * (b + extra) / b, 0.95 * lam_max)
-                d_new = _degree(4 * DEGREE_RANGE[1], np.zeros(1), None, None, a_new, lam_max, ())
+                d_new = _degree(GROW_DEGREE, np.zeros(1), None, None, a_new, lam_max, ())
                 grow = blk.random(n, extra, col0=b)
                 blk.mark("start")
                 grow = blk.filter(grow, d_new, a_new, lam_max)

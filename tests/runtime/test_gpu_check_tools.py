@@ -34,7 +34,7 @@ def _run(*args, env=None, timeout=120):
 def test_help_lists_every_step():
     out = _run("--help")
     assert out.returncode == 0
-    for step in ("deps", "tests", "demo", "probe", "ncu", "bench", "variants"):
+    for step in ("deps", "tests", "demo", "probe", "ncu", "bench", "variants", "sweep", "e2e"):
         assert f"  {step} " in out.stdout
 
 
@@ -71,6 +71,25 @@ def test_dry_run_variants_times_every_pair_and_says_when_ncu_is_missing(tmp_path
     assert e2e["backend"] == "cpu" and e2e["cases"]["tiny-2x4-dz1"]["max_abs_diff"] == 0.0
     assert "ncu: not installed" in out.stdout + out.stderr  # reported, not skipped in silence
     assert out.returncode != 0
+
+
+def test_dry_run_sweep_and_e2e_time_each_setting_and_case(tmp_path):
+    out_dir = tmp_path / "out"
+    env = {"OUT": str(out_dir), "KERNELRT_SITE": str(tmp_path / "site"), "GPU_CHECK_ALLOW_CPU": "1",
+           "GPU_CHECK_QUICK": "1", "PYTHON": sys.executable, "KERNELRT_CACHE_DIR": str(tmp_path / "cache")}
+    out = _run("deps", "sweep", "e2e", env=env, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    sweep = json.loads((out_dir / "chebyshev-sweep.json").read_text())
+    assert sweep["backend"] == "cpu" and sweep["skipped"] == []
+    for case in sweep["cases"].values():
+        default = case["settings"]["default"]
+        assert default["max_residual"] <= 1e-10 and default["evals_vs_default"] == 0.0
+        assert default["degree_cap"] == 200 and default["block_asked"] is None
+        for row in case["settings"].values():  # every setting finds the default's eigenvalues
+            assert row["evals_vs_default"] < 1e-10 and row["iterations"] >= 1
+    e2e = json.loads((out_dir / "eigen-e2e.json").read_text())
+    assert [r["k"] for r in e2e["rows"]] == [10, 10] and all(r["max_residual"] < 1e-9 for r in e2e["rows"])
+    assert sorted(p.name for p in out_dir.iterdir()) == ["chebyshev-sweep.json", "eigen-e2e.json", "gpu-check.log"]
 
 
 def test_dry_run_tests_collects_the_gpu_layer_as_a_gpu_machine_does(tmp_path):
