@@ -33,6 +33,7 @@ import kernelrt
 from ..conventions import converged_callback
 from .chebyshev import chebyshev_eigenpairs
 from .cholesky_route import SPECTRALBRAIN_SIGMA, cholesky_eigenpairs, default_sigma, krylov_sizes
+from .csr_scans import joined_count
 from .eigen_report import EigenConvergenceError, device_report, report
 from .factor import ShiftPattern, factor_library
 from .inputs import MASS_HINT, check_finite, host_square_sparse, mass_vector
@@ -124,6 +125,8 @@ def check_connected(L) -> None:
     assembly dropped as degenerate leaves explicit zeros, which connect nothing, so two
     patches joined only by zero-area faces are two components (as their spectrum says).
     """
+    if L.format in ("csr", "csc") and L.dtype == np.float64 and joined_count(L) == 1:
+        return  # one compiled pass (csr_scans.py); SciPy below only when it is not one component
     G = sp.csr_matrix(L, copy=True)  # a copy: L's own (perhaps read-only) arrays stay as they are
     G.sum_duplicates()
     G.eliminate_zeros()
