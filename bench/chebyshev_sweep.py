@@ -25,19 +25,23 @@ import time
 
 import numpy as np
 
-# (level, k): [(label, block, degree cap, tol)]; block None is the route's default (k + max(8, k / 2)), cap
-# None its DEGREE_RANGE top (200). "b1.2k-cap60" is the default before 2026-11-28 (then allowed to grow).
+# (level, k): [(label, block, degree cap, tol[, order])]; block None is the route's default (k + max(8, k / 2)),
+# cap None its DEGREE_RANGE top (200), no order its default ("rcm"). "b1.2k-cap60" is the default
+# before 2026-11-28 (then allowed to grow, and in L's order).
 FULL = {
-    (7, 50): [("default", None, None, 1e-10), ("b1.2k-cap60", 60, 60, 1e-10), ("b100", 100, None, 1e-10),
+    (7, 50): [("default", None, None, 1e-10), ("natural-order", None, None, 1e-10, None), ("b100", 100, None, 1e-10),
               ("cap300", None, 300, 1e-10), ("tol3e-11", None, None, 3e-11)],
-    (8, 100): [("default", None, None, 1e-10), ("b1.2k-cap60", 120, 60, 1e-10), ("b120", 120, None, 1e-10),
+    (8, 100): [("default", None, None, 1e-10), ("natural-order", None, None, 1e-10, None),
+               ("b1.2k-cap60", 120, 60, 1e-10, None), ("b120", 120, None, 1e-10),
                ("b175", 175, None, 1e-10), ("cap300", None, 300, 1e-10), ("tol3e-11", None, None, 3e-11)],
 }
-QUICK = {(3, 10): [("default", None, None, 1e-10), ("b1.2k-cap60", 18, 60, 1e-10), ("cap120", None, 120, 1e-10)],
+QUICK = {(3, 10): [("default", None, None, 1e-10), ("natural-order", None, None, 1e-10, None),
+                   ("cap120", None, 120, 1e-10)],
          (4, 20): [("default", None, None, 1e-10), ("b40", 40, None, 1e-10), ("tol3e-11", None, None, 3e-11)]}
 
 
-def run_setting(L, m, k, be, block, cap, tol) -> dict:
+def run_setting(L, m, k, be, block, cap, tol, *order) -> dict:
+    """One solve; ``order`` (optional: None or "rcm") overrides the route's default row order."""
     from kernelrt.kernels.laplacian import chebyshev
     from kernelrt.kernels.laplacian.eigen_report import report
 
@@ -45,7 +49,8 @@ def run_setting(L, m, k, be, block, cap, tol) -> dict:
     chebyshev.DEGREE_RANGE = (saved[0], cap or saved[1])  # the module constant the degree rule reads
     try:
         t0 = time.perf_counter()
-        evals, evecs, info = chebyshev.chebyshev_eigenpairs(L, m, k, backend=be, block=block, tol=tol)
+        evals, evecs, info = chebyshev.chebyshev_eigenpairs(L, m, k, backend=be, block=block, tol=tol,
+                                                            **({"order": order[0]} if order else {}))
         seconds = time.perf_counter() - t0
     finally:
         chebyshev.DEGREE_RANGE = saved
@@ -65,13 +70,13 @@ def main() -> None:
     p.add_argument("--backend", choices=["cuda", "auto", "cpu"], default="cuda")
     p.add_argument("--quick", action="store_true", help="ico3/ico4: a dry run on a CPU or the simulator")
     p.add_argument("--settings", default=None,
-                   help="JSON list of [level, k, label, block|null, degree cap|null, tol] instead of the built-in table")
+                   help="JSON list of [level, k, label, block|null, degree cap|null, tol(, order)] instead of the built-in table")
     args = p.parse_args()
     table = QUICK if args.quick else FULL
     if args.settings:
         table = {}
-        for level, k, label, block, cap, tol in json.loads(args.settings):
-            table.setdefault((level, k), []).append((label, block, cap, tol))
+        for level, k, label, *setting in json.loads(args.settings):
+            table.setdefault((level, k), []).append((label, *setting))
     be = kernelrt.get_backend(args.backend)
     report = {"device": str(be), "backend": be.name, "budget_s": args.budget, "cases": {}, "skipped": []}
     t_start, last = time.perf_counter(), {}
@@ -81,7 +86,7 @@ def main() -> None:
         if not report["cases"]:  # load the kernels (and CuPy's) outside the timed solves
             run_setting(*_small(), 4, be, None, None, 1e-10)
         rows, ref = {}, None
-        for label, block, cap, tol in settings:
+        for label, block, cap, tol, *order in settings:
             name = f"ico{level}-k{k} {label}"
             estimate = last.get((level, k), 1.0)
             if time.perf_counter() - t_start + estimate > args.budget:
@@ -89,7 +94,7 @@ def main() -> None:
                 print(f"{name}: skipped (budget)", flush=True)
                 continue
             try:
-                row = run_setting(L, m, k, be, block, cap, tol)
+                row = run_setting(L, m, k, be, block, cap, tol, *order)
             except Exception as error:  # noqa: BLE001 (a setting that fails is a result too)
                 rows[label] = {"error": f"{type(error).__name__}: {error}"}
                 print(f"{name}: {rows[label]['error']}", flush=True)
@@ -97,7 +102,8 @@ def main() -> None:
             last[(level, k)] = max(estimate, row["seconds"])
             ref = row["evals"] if ref is None else ref
             row["evals_vs_default"] = float(np.max(np.abs(np.asarray(row["evals"]) - np.asarray(ref))))
-            row.update(block_asked=block, degree_cap=cap or _default_cap(), tol=tol)
+            row.update(block_asked=block, degree_cap=cap or _default_cap(), tol=tol,
+                       order=order[0] if order else _default("order"))
             rows[label] = row
             ph = " ".join(f"{p} {s:.2f}" for p, s in row["phases"].items())
             print(f"{name}: {row['seconds']:.3f} s, {row['iterations']} it, {row['products']} cols, block "
@@ -112,6 +118,15 @@ def _default_cap() -> int:
     from kernelrt.kernels.laplacian import chebyshev
 
     return chebyshev.DEGREE_RANGE[1]
+
+
+def _default(name: str):
+    """The route's default for keyword ``name``."""
+    import inspect
+
+    from kernelrt.kernels.laplacian import chebyshev
+
+    return inspect.signature(chebyshev.chebyshev_eigenpairs).parameters[name].default
 
 
 def _small():

@@ -49,6 +49,7 @@ from .csr_scans import scaled_rows
 from .eigen_report import EigenConvergenceError
 from .loops import chebyshev_filter_cooperative
 from .placement import cupy_or_none
+from .sell import rcm_renumber
 from .spmv import LaplacianOperator, _csr_parts, _to_host, csr_matmat
 from .subspace import orthonormalize, start_block, subspace_kernels
 
@@ -267,7 +268,7 @@ def _degree(fixed, theta, res, target, a, b, pending):
 
 def chebyshev_eigenpairs(
     L, m, k, *, backend=None, tol=1e-10, block=None, degree=None, maxiter=200, v0=None, progress=None,
-    keep_on_device=False,
+    keep_on_device=False, order="rcm",
 ):
     """The k smallest eigenpairs of ``L v = λ M v``, M = diag(m), by Chebyshev-filtered subspace iteration.
 
@@ -287,6 +288,10 @@ def chebyshev_eigenpairs(
         progress: optional ``progress(n_converged, k)``, called after each outer iteration.
         keep_on_device: on a CUDA backend, return evecs as a device array (CuPy's where the
             solve ran; under the simulator, one upload of the host result) for ``hks``/``wks``.
+        order: "rcm" (default): iterate on L renumbered by reverse Cuthill–McKee (sell.rcm_renumber),
+            so a row's gathers from the block fall near each other, in cache (H200, 655,362 vertices,
+            k = 100: filter 3.1-3.3 -> 2.6 s); the start block is drawn in L's order and permuted,
+            the result un-permuted. None: L's own order.
 
     Returns:
         (evals (k,) ascending and clipped at 0, evecs (N, k) M-orthonormal, info): evals host
@@ -301,6 +306,8 @@ def chebyshev_eigenpairs(
         ValueError, TypeError: a bad argument (before any work).
     """
     t0, be = time.perf_counter(), kernelrt.get_backend(backend)
+    if order not in (None, "rcm"):
+        raise ValueError(f"order must be None or 'rcm' (got {order!r})")
     data, indices, indptr, shape = _csr_parts(L)
     n, m, k, tol, b, degree, maxiter, v0 = _validate(shape, m, k, tol, block, degree, maxiter, v0, progress)
     data, indices, indptr = (_to_host(a) for a in (data, indices, indptr))
@@ -310,6 +317,9 @@ def chebyshev_eigenpairs(
     sr, lam_max = 1.0 / np.sqrt(m), float(lam_max)
     if lam_max <= 0:
         raise ValueError("L must have a nonzero entry (got an all-zero matrix)")
+    perm = None
+    if order == "rcm" and indices.shape[0] < 2**31:  # SciPy's RCM takes 32-bit indices
+        perm, inverse, data_s, indices, indptr = rcm_renumber(data_s, indices, indptr)
     A = sp.csr_matrix((data_s, indices, indptr), shape=(n, n))
     # One BLAS thread for the host's share, on every backend. On the CPU the GEMMs are tall and
     # thin (memory-bound) and OpenBLAS's spinning threads took the cores from the filter's numba
@@ -323,6 +333,9 @@ def chebyshev_eigenpairs(
         y0 = blk.random(n, b)
         if v0 is not None:
             y0[:, : v0.shape[1]] = xp.asarray(v0 / sr[:, None])
+        if perm is not None:  # drawn in L's order (the same start as without order), then renumbered
+            perm, inverse = xp.asarray(perm), xp.asarray(inverse)
+            y0 = y0[perm]
         blk.mark("start")
         theta, y, w, res = blk.rayleigh_ritz(y0, xp.zeros((n, 0)), xp.zeros((n, 0)))
         iterations, degrees = 0, []
@@ -360,6 +373,7 @@ def chebyshev_eigenpairs(
                 a_new = min(cap * (b + extra) / b, 0.95 * lam_max)
                 d_new = _degree(GROW_DEGREE, np.zeros(1), None, None, a_new, lam_max, ())
                 grow = blk.random(n, extra, col0=b)
+                grow = grow if perm is None else grow[perm]
                 blk.mark("start")
                 grow = blk.filter(grow, d_new, a_new, lam_max)
                 f, b = xp.concatenate([f, grow], axis=1), b + extra
@@ -367,7 +381,8 @@ def chebyshev_eigenpairs(
             blk.mark("filter")
             theta, y, w, res = blk.rayleigh_ritz(f, y[:, :nl], w[:, :nl])
             iterations, degrees = iterations + 1, [*degrees, d]
-        evecs = xp.asarray(sr)[:, None] * y[:, :k]  # where the block is: no N x k download for a report
+        y = y[:, :k] if perm is None else y[inverse, :k]  # back to L's order
+        evecs = xp.asarray(sr)[:, None] * y  # where the block is: no N x k download for a report
         if not keep_on_device:
             evecs = blk.host(evecs)
         elif be.name == "cuda" and blk.cp is None:  # simulator, or no CuPy: the block was on the host

@@ -56,7 +56,7 @@ import kernelrt
 from ..variants import variant
 from .placement import BLOCK, blocks
 
-__all__ = ["SellMatrix", "SELL_OF", "resolve_layout", "sell_matvec", "sell_heat_step", "sell_matmat",
+__all__ = ["SellMatrix", "SELL_OF", "rcm_renumber", "resolve_layout", "sell_matvec", "sell_heat_step", "sell_matmat",
            "sell_heat_step_block", "sell_cheb_step", "sell_gather_rows", "sell_variant_kernels"]
 
 SLICE = 32  # slice height: a warp
@@ -203,7 +203,7 @@ def resolve_layout(layout: str | None, order: str | None) -> str:
     return layout
 
 
-def _rcm(data, indices, indptr):
+def rcm_renumber(data, indices, indptr):
     """(perm, inverse, data, indices, indptr): rows and columns renumbered by RCM, each row's entries
     in their stored order (columns relabelled, not sorted: the same sums in the same order)."""
     n, lengths = indptr.shape[0] - 1, np.diff(indptr)
@@ -244,7 +244,7 @@ class SellMatrix:
         if order == "rcm":
             if nnz >= 2**31:
                 raise ValueError(f"order='rcm' needs fewer than 2**31 stored entries (SciPy's RCM) (got {nnz})")
-            perm, inverse, data, indices, indptr = _rcm(data, indices, indptr)
+            perm, inverse, data, indices, indptr = rcm_renumber(data, indices, indptr)
         lengths, n_slices = np.diff(indptr), -(-n // SLICE)
         padded = np.zeros(n_slices * SLICE, np.int64)
         padded[:n] = lengths

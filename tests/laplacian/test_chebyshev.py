@@ -29,10 +29,11 @@ def noisy():
 
 
 # k = 16 ends with the l = 3 multiplet (l <= 3: 16 pairs); k = 20 cuts through l = 4 (16..24)
+@pytest.mark.parametrize("order", ["rcm", None])
 @pytest.mark.parametrize("k", [16, 20])
-def test_matches_arpack_and_is_m_orthonormal(mesh, k):
+def test_matches_arpack_and_is_m_orthonormal(mesh, k, order):
     L, m, ref = mesh
-    evals, evecs, info = chebyshev_eigenpairs(L, m, k, backend="cpu", tol=TOL)
+    evals, evecs, info = chebyshev_eigenpairs(L, m, k, backend="cpu", tol=TOL, order=order)
     assert evals.shape == (k,) and evecs.shape == (L.shape[0], k) and info["converged"]
     assert np.all(np.diff(evals) >= 0) and 0.0 <= evals[0] < 1e-12 * evals[-1]  # the null pair, clipped at 0
     # 1e-9 relative (to λ_1 for the null pair). The linear bound |θ - λ| <= ‖r‖ <= tol θ_k would
@@ -65,6 +66,22 @@ def test_v0_from_a_nearby_mesh_saves_products(noisy):
     ev_warm, _, warm = chebyshev_eigenpairs(L, m, 16, backend="cpu", v0=v_prev)
     assert warm["iterations"] < cold["iterations"] and warm["products"] < cold["products"]
     np.testing.assert_allclose(ev_warm, ev_rand, rtol=1e-9, atol=1e-9 * ev_rand[1])  # as in the test above
+
+
+def test_rcm_order_iterates_on_the_same_start_in_another_numbering(noisy):
+    # The start block is drawn in L's order and renumbered with L, so one iteration in either
+    # numbering spans the same subspace: the Ritz values agree to rounding (a block renumbered
+    # apart from L, or results not renumbered back, would not). v0 goes through the same step.
+    L, m = noisy
+    v0 = np.random.default_rng(3).standard_normal((L.shape[0], 5))
+    ritz = {}
+    for order in ("rcm", None):
+        with pytest.raises(EigenConvergenceError) as exc:
+            chebyshev_eigenpairs(L, m, 16, backend="cpu", degree=8, maxiter=1, order=order, v0=v0)
+        ritz[order] = exc.value.evals
+    np.testing.assert_allclose(ritz["rcm"], ritz[None], rtol=1e-11, atol=1e-11 * ritz[None][-1])
+    ev, V, _ = chebyshev_eigenpairs(L, m, 16, backend="cpu")  # rcm by default, vectors in L's order
+    np.testing.assert_array_less(report(L, m, ev, V)[0], 1e-8)
 
 
 def test_progress_and_degree(noisy):
@@ -106,6 +123,7 @@ def test_maxiter_raises_the_convergence_error(noisy):
         ({"v0": np.ones(642)}, ValueError, "v0 must have shape"),
         ({"v0": np.full((642, 2), np.nan)}, ValueError, "v0 must be finite"),
         ({"progress": 3}, TypeError, "progress must be callable or None"),
+        ({"order": "amd"}, ValueError, r"order must be None or 'rcm' \(got 'amd'\)"),
     ],
 )
 def test_bad_inputs(noisy, kwargs, error, match):
