@@ -22,7 +22,8 @@ degree (``cheb_step``: Z = α(A Y − c Y) + β X), then runs QR and Rayleigh–
   (icospheres' multiplets at k = 50); an explicit ``block`` is kept as given.
 * The start block is drawn where the block lives, by a seeded kernel (subspace.py): the same
   bits on every backend, nothing drawn on the host, nothing uploaded. ``v0`` replaces its
-  leading columns.
+  leading columns. By default L is renumbered by reverse Cuthill–McKee (the block with it) so
+  the filter's gathers stay in cache; the vectors come back in L's order.
 * The block's GEMMs run with CuPy on the device on a real GPU, else with NumPy on the host
   (the simulator copies the block around each dense step). QR is CholeskyQR2 with a
   Householder fallback (subspace.py); the b x b problems (Cholesky, the projected ``eigh``)
