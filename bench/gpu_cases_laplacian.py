@@ -15,7 +15,6 @@ ico7, with its time and the largest eigenvalue difference from the GPU route.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -240,6 +239,7 @@ _EIGEN_ESTIMATE = {6: 4.0, 7: 12.0, 8: 45.0}  # GPU seconds, generous: host-side
 
 def run_eigen(probe, budget) -> list[dict]:
     from kernelrt.kernels.laplacian import MeshTopology, eigenpairs, icosphere
+    from kernelrt.kernels.laplacian.chebyshev import default_block
 
     rows, warmed = [], False
     for level, k in eigen_cases(probe):
@@ -261,7 +261,7 @@ def run_eigen(probe, budget) -> list[dict]:
         except Exception as error:  # noqa: BLE001
             rows.append(error_row("eigen", name, "e2e", error))
             continue
-        block = getattr(result, "block", None) or k + max(8, math.ceil(0.5 * k))
+        block = default_block(k, len(V))  # the width it starts with: eigenpairs does not report a grown one
         info = getattr(result, "info", None) or {}
         phases = getattr(result, "phases", None) or info.get("phases")
         c = ico_counts(level)

@@ -50,15 +50,14 @@ from .csr_scans import scaled_rows
 from .eigen_report import EigenConvergenceError
 from .loops import chebyshev_filter_cooperative
 from .placement import cupy_or_none
-from .sell import rcm_renumber
+from .sell import check_order, rcm_renumber
 from .spmv import LaplacianOperator, _csr_parts, _to_host, csr_matmat
 from .subspace import orthonormalize, start_block, subspace_kernels
 
-__all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels"]
+__all__ = ["cheb_step", "chebyshev_eigenpairs", "chebyshev_kernels", "default_block"]
 
-# A top of 200 with a block of 1.5 k: 655,362 vertices, k = 100 on an H200 in 9 iterations, 3.8-3.9 s, where
-# (60, k + 0.2 k) took 79 and 8.4 s (bench/chebyshev_sweep.py; 2026-11-28-nvidia-h200-chebyshev-sweep*.json).
-# A low top costs iterations, each a QR and a Rayleigh–Ritz; products alone favoured 60 (ico5-6, k = 50).
+# A top of 200 with a block of 1.5 k: 655,362 vertices, k = 100 on an H200 in 9 iterations, 3.8-3.9 s, where (60,
+# k + 0.2 k) took 79, 8.4 s (bench/chebyshev_sweep.py): each iteration is a QR and a Rayleigh–Ritz; products favour 60.
 DEGREE_RANGE = (4, 200)
 GROW_DEGREE = 240  # filter degree of a grown block's new random columns (then capped by MAX_GAIN)
 MAX_GAIN = 1e10  # filter gain across the active block: QR keeps ~6 digits of the weakest column
@@ -94,6 +93,11 @@ def chebyshev_kernels(itype: str = "int32") -> list:
             (csr_matmat, f"float64[::1], {i1}, {i1}, {f2}, {f2}"), *subspace_kernels()]
 
 
+def default_block(k: int, n: int) -> int:
+    """The block width without ``block=``: k and max(8, ⌈k / 2⌉) guard vectors, at most n (it may grow once)."""
+    return min(n, k + max(8, math.ceil(0.5 * k)))
+
+
 def _int_arg(name, value, lo, hi=None):
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int (got {type(value).__name__} {value!r})")
@@ -123,7 +127,7 @@ def _validate(shape, m, k, tol, block, degree, maxiter, v0, progress):
         raise TypeError(f"tol must be a float (got {type(tol).__name__} {tol!r})")
     if not (math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be a finite float > 0 (got {tol!r})")
-    b = min(n, k + max(8, math.ceil(0.5 * k))) if block is None else _int_arg("block", block, k + 1, n)
+    b = default_block(k, n) if block is None else _int_arg("block", block, k + 1, n)
     degree = None if degree is None else _int_arg("degree", degree, 1)
     maxiter = _int_arg("maxiter", maxiter, 1)
     if v0 is not None:
@@ -307,8 +311,7 @@ def chebyshev_eigenpairs(
         ValueError, TypeError: a bad argument (before any work).
     """
     t0, be = time.perf_counter(), kernelrt.get_backend(backend)
-    if order not in (None, "rcm"):
-        raise ValueError(f"order must be None or 'rcm' (got {order!r})")
+    check_order(order)
     data, indices, indptr, shape = _csr_parts(L)
     n, m, k, tol, b, degree, maxiter, v0 = _validate(shape, m, k, tol, block, degree, maxiter, v0, progress)
     data, indices, indptr = (_to_host(a) for a in (data, indices, indptr))

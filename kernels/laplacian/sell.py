@@ -56,7 +56,7 @@ import kernelrt
 from ..variants import variant
 from .placement import BLOCK, blocks
 
-__all__ = ["SellMatrix", "SELL_OF", "rcm_renumber", "resolve_layout", "sell_matvec", "sell_heat_step", "sell_matmat",
+__all__ = ["SellMatrix", "SELL_OF", "check_order", "rcm_renumber", "resolve_layout", "sell_matvec", "sell_heat_step", "sell_matmat",
            "sell_heat_step_block", "sell_cheb_step", "sell_gather_rows", "sell_variant_kernels"]
 
 SLICE = 32  # slice height: a warp
@@ -187,7 +187,8 @@ SELL_OF = {"csr_matvec": sell_matvec, "heat_step": sell_heat_step, "csr_matmat":
            "heat_step_block": sell_heat_step_block, "cheb_step": sell_cheb_step}
 
 
-def _check_order(order):
+def check_order(order):
+    """Refuse a row order other than None (the matrix's own) or "rcm" (sell.rcm_renumber)."""
     if order not in (None, "rcm"):
         raise ValueError(f"order must be None or 'rcm' (got {order!r})")
 
@@ -196,7 +197,7 @@ def resolve_layout(layout: str | None, order: str | None) -> str:
     """``layout`` checked and resolved ("csr", "sell", or None: the ``sparse`` variant in force), ``order`` checked."""
     if layout not in (None, "csr", "sell"):
         raise ValueError(f"layout must be 'csr', 'sell' or None (the sparse variant in force) (got {layout!r})")
-    _check_order(order)
+    check_order(order)
     layout = variant("sparse", layout)
     if order is not None and layout != "sell":
         raise ValueError(f"order={order!r} reorders the SELL storage: it needs layout='sell' (got layout {layout!r})")
@@ -240,7 +241,7 @@ class SellMatrix:
         """Build from host CSR arrays (any integer index dtype; each row's stored order is kept)."""
         data, indices, indptr = np.asarray(data, np.float64), np.asarray(indices, np.int64), np.asarray(indptr, np.int64)
         n, nnz, perm, inverse = indptr.shape[0] - 1, indices.shape[0], None, None
-        _check_order(order)
+        check_order(order)
         if order == "rcm":
             if nnz >= 2**31:
                 raise ValueError(f"order='rcm' needs fewer than 2**31 stored entries (SciPy's RCM) (got {nnz})")
