@@ -48,18 +48,59 @@ __all__ = ["block_lanczos"]
 
 # Largest κ(R) of a block whose Cholesky QR needs no second pass (κ² ε ≈ 1e-14)
 CHOLQR_ONE_PASS = 10.0
+# A block whose R has a diagonal entry below this fraction of its largest has nearly dependent
+# columns: Cholesky QR is not trusted there, Householder QR is
+DEPENDENT_BLOCK = 1e-6
+# Either QR's Q R equals W to ~ε‖W‖, so a column that the block's own cancellation left at a
+# fraction r of the block's largest (R_jj / max R_ii) is off by ~ε / r in any direction, the
+# basis' included. Below r = REPROJECT (ε / r > 1e-13) Q takes one more pass against the basis
+# and a QR: without it, a start block spanning an invariant subspace (r = 2e-6 when the Krylov
+# space ran out) left Q 1.4e-9 off orthogonal and the iteration stalled (1 of 50 pairs after
+# 2 restarts at 10,242 vertices). Krylov blocks seldom come near it (κ < 5 nine times in ten).
+REPROJECT = 1e-3
 
 
 def _orthonormal_block(W, V, rng, out, gram=None):
-    """``out := Q`` and R returned, with W = Q R, Q orthonormal and orthogonal to V.
+    """``out := Q``, returning ``(R, D)`` with W = V D + Q R, Q orthonormal and orthogonal to V.
 
-    ``gram`` is Wᵀ W if the caller has it. W is left as it is (the fallback below needs
-    it: dividing it by an ill-conditioned R first would spoil its orthogonality to V). A
-    column that orthogonalisation cancels (the block met an invariant subspace) gets a
-    random direction instead, with a zero row in R, so the basis keeps growing.
+    ``gram`` is Wᵀ W if the caller has it; W is orthogonal to V on entry, and D (the
+    caller adds it to W's coefficients on V) is zero unless the block's columns nearly
+    coincide (``REPROJECT``). W is left as it is (the fallback below needs it: dividing it
+    by an ill-conditioned R first would spoil its orthogonality to V).
     """
     if not (W.flags.f_contiguous and out.flags.f_contiguous):  # BLAS would write to copies
         raise ValueError("W and out must be column-major (Fortran-contiguous)")
+    w = W.shape[1]
+    R = _cholesky_qr(W, out, gram)
+    if R is None:  # nearly dependent columns: Householder, whose Q is orthonormal for any W
+        Q, R = np.linalg.qr(W)
+        out[:] = Q
+    diag = np.abs(np.diag(R))
+    if not V.shape[1] or diag.min(initial=1.0) >= REPROJECT * diag.max(initial=1.0):
+        return R, np.zeros((V.shape[1], w))
+    # Q = V D' + Q₂ R₂ after one more pass against V, so W = V D' R + Q₂ (R₂ R)
+    D = _inner(V, out)
+    _subtract_product(out, V, D)
+    Q2, R2 = np.linalg.qr(out)
+    out[:] = Q2
+    # A column that this pass nearly emptied (|R₂ⱼⱼ| < ½) was a cancelled column's direction
+    # (R's row j is then ~0), which Householder may point into V: a random direction takes
+    # its place, orthogonalised twice against V and the others, and its row of R₂ is zeroed,
+    # so the basis keeps growing where the block met an invariant subspace.
+    good = np.abs(np.diag(R2)) >= 0.5
+    for j in np.flatnonzero(~good):
+        x = rng.standard_normal(W.shape[0])
+        for _ in range(2):
+            for basis in (V, out[:, good]):
+                x -= basis @ (basis.T @ x)
+        out[:, j] = x / np.linalg.norm(x)
+        good[j] = True
+        R2[j, :] = 0.0
+    return R2 @ R, D @ R
+
+
+def _cholesky_qr(W, out, gram):
+    """R with ``out := W R⁻¹`` by Cholesky QR (twice where needed), or None where it is not trusted."""
     w = W.shape[1]
     try:  # Cholesky QR twice: GEMMs and small triangular solves, ~5x faster than Householder
         R1 = cholesky(_inner(W, W) if gram is None else gram, lower=False)
@@ -71,25 +112,9 @@ def _orthonormal_block(W, V, rng, out, gram=None):
             R2 = cholesky(_inner(out, out), lower=False)
             rotate_columns(out, solve_triangular(R2, np.eye(w), lower=False))  # out := out R2⁻¹, in place
             R = R2 @ R1
-        if np.abs(np.diag(R)).min() > 1e-6 * np.abs(np.diag(R)).max():
-            return R
-    except np.linalg.LinAlgError:  # nearly dependent columns: Householder, then mend
-        pass
-    Q, R = np.linalg.qr(W)
-    out[:] = Q
-    scale = max(float(np.abs(np.diag(R)).max(initial=0.0)), 1e-300)
-    weak = np.flatnonzero(np.abs(np.diag(R)) < 1e-10 * scale)
-    good = np.ones(w, dtype=bool)
-    good[weak] = False
-    for j in weak:
-        x = rng.standard_normal(W.shape[0])
-        for _ in range(2):  # twice, as everywhere else; never against a weak column, which
-            for basis in (V, out[:, good]):  # Householder made from rounding noise
-                x -= basis @ (basis.T @ x)
-        out[:, j] = x / np.linalg.norm(x)
-        good[j] = True
-        R[j, :] = 0.0
-    return R
+    except np.linalg.LinAlgError:  # nearly dependent columns
+        return None
+    return R if np.abs(np.diag(R)).min() > DEPENDENT_BLOCK * np.abs(np.diag(R)).max() else None
 
 
 def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None = None, keep: int | None = None,
@@ -160,9 +185,10 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
             after = np.diag(gram)
             if np.all(after > 0.25 * (after + np.einsum("ij,ij->j", C2, C2))):
                 break
+        R, D = _orthonormal_block(W, Vc, rng, V[:, cur:cur + w], gram)
+        C += D
         H[:cur, applied:cur] = C
         H[applied:cur, :cur] = C.T
-        R = _orthonormal_block(W, Vc, rng, V[:, cur:cur + w], gram)
         H[cur:cur + w, applied:cur] = R
         H[applied:cur, cur:cur + w] = R.T
         low, applied, cur = applied, cur, cur + w
