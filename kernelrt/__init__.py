@@ -40,6 +40,7 @@ _EXPORTS = {
     "kernel": "kernel_def",
     "cuda_kernel": "kernel_def",
     "device": "kernel_def",
+    "njit": "host_jit",
     "LaunchConfig": "launch",
     "DeviceLimits": "launch",
     "Availability": "discovery",
@@ -89,6 +90,7 @@ if TYPE_CHECKING:  # what type checkers see (``X as X``: an explicit re-export);
         KernelrtError as KernelrtError,
         LaunchConfigError as LaunchConfigError,
     )
+    from .host_jit import njit as njit
     from .kernel_def import cuda_kernel as cuda_kernel, device as device, Kernel as Kernel, kernel as kernel
     from .launch import DeviceLimits as DeviceLimits, LaunchConfig as LaunchConfig
     from .memory import (

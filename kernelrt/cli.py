@@ -14,6 +14,7 @@ import argparse
 import difflib
 import json
 import sys
+import time
 
 from . import __version__, config
 from .bench_cli import add_bench_parser
@@ -24,7 +25,7 @@ from .cpu_threads import threading_layer_name
 from .cuda_backend import CUDABackend
 from .discovery import cpu_name, host_memory_info, nvml_memory, package_versions, probe
 from .disk_cache import disk_cache_for
-from .kernels import warm_specs
+from .kernels import host_warmups, warm_specs
 from .kernels.cohort_cli import add_cohort_parser
 # the front end is the one part that uses the kernel library
 from .kernels.demo import add_demo_parser, compile_notice, uncached_count
@@ -200,15 +201,30 @@ def _cmd_cache_warm(args, cache) -> int:
             results.append({"kernel": kernel.qualname, "target": where, "status": status, "seconds": round(seconds, 3)})
             if not args.json:
                 print(f"  {kernel.name + ' [' + where + ']':60} {status:9} {seconds:6.2f} s", flush=True)
+    hosts = _warm_host_functions(cache, args.json)
     statuses = [r["status"] for r in results]
     counts = {"compiled": statuses.count("compiled"), "unsupported": statuses.count("unsupported")}
     counts["cached"] = len(results) - counts["compiled"] - counts["unsupported"]
     if args.json:
-        print(json.dumps({"directory": str(cache.directory), "kernels": results, **counts}, indent=2))
+        print(json.dumps({"directory": str(cache.directory), "kernels": results, "host_functions": hosts, **counts},
+                         indent=2))
         return 0
     print(f"{len(results)} kernels: {counts['compiled']} compiled, {counts['cached']} already cached"
           + (f", {counts['unsupported']} not supported by this GPU" if counts["unsupported"] else ""))
     return 0
+
+
+def _warm_host_functions(cache, as_json: bool) -> list:
+    # the kernel library's kernelrt.njit functions, compiled by a small run each (kernels.host_warmups)
+    out = []
+    for name, run in host_warmups():
+        misses, hits, t0 = cache.stats.misses, cache.stats.hits, time.perf_counter()
+        run()
+        status = "compiled" if cache.stats.misses > misses else "disk" if cache.stats.hits > hits else "memory"
+        out.append({"name": name, "status": status, "seconds": round(time.perf_counter() - t0, 3)})
+        if not as_json:
+            print(f"  {name + ' [cpu host functions]':60} {status:9} {out[-1]['seconds']:6.2f} s", flush=True)
+    return out
 
 
 # -- parser -----------------------------------------------------------------------------------

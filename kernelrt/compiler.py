@@ -66,7 +66,7 @@ __all__ = [
     "ensure_cuda",
     "compile_cuda_offline",
     "compile_ptx",
-    "load_kernels",
+    "load_kernels", "through_cache",
 ]
 
 _PAYLOAD_VERSION = 1
@@ -180,7 +180,7 @@ def _key(kernel: Kernel, entry, argtypes, target_label: str, versions: str, debu
 # -- the shared miss path -------------------------------------------------------------------
 
 
-def _through_cache(disk, key: str, meta: dict, compile_fn, dump, load, present) -> str:
+def through_cache(disk, key: str, meta: dict, compile_fn, dump, load, present) -> str:
     """Load ``key`` from disk or compile it once across processes and threads.
 
     Returns 'disk', 'compiled', or 'memory' when another thread of this process added
@@ -267,7 +267,7 @@ def ensure_cpu(kernel: Kernel, argtypes: tuple, disk, debug: bool = False) -> st
         add_cpu_overload(disp, state)
 
     meta = {"kernel": kernel.qualname, "target": target, "signature": str(full)}
-    return _through_cache(disk, key, meta, compile_fn, cpu_overload_state, load, lambda: full in disp.overloads)
+    return through_cache(disk, key, meta, compile_fn, cpu_overload_state, load, lambda: full in disp.overloads)
 
 
 def cpu_entry_types(kernel: Kernel, argtypes) -> tuple:
@@ -306,14 +306,14 @@ def ensure_cuda(kernel: Kernel, argtypes: tuple, cc, disk, debug: bool = False) 
 
 def _through_cache_cuda(kernel, disp, argtypes: tuple, cc, disk, compile_fn, debug: bool = False,
                         meta: dict | None = None, on_device: bool = True) -> str:
-    """``_through_cache`` for a CUDA overload of ``disp`` for ``cc``; ``compile_fn`` may add to ``meta``."""
+    """``through_cache`` for a CUDA overload of ``disp`` for ``cc``; ``compile_fn`` may add to ``meta``."""
     arch = cuda_arch(cc)
     target = f"cuda:sm_{arch[0]}{arch[1]}{arch[2]}"
     key = _key(kernel, disp.py_func, argtypes, target, f"{toolchain_versions('cuda')}; jit {CUDA_JIT_OPTIONS}", debug)
     meta = meta if meta is not None else {}
     meta.update({"kernel": kernel.qualname, "target": target, "signature": str(argtypes),
                  "driver": _driver_version()})  # the driver that linked the cubin, if any
-    return _through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes, on_device),
+    return through_cache(disk, key, meta, compile_fn, cuda_overload_state, _loader_cuda(disp, argtypes, on_device),
                           lambda: argtypes in disp.overloads)
 
 

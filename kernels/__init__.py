@@ -7,7 +7,7 @@
 The library uses only kernelrt's public API; importing this package imports nothing else.
 """
 
-__all__ = ["variant_specs", "warm_specs"]
+__all__ = ["host_warmups", "variant_specs", "warm_specs"]
 
 
 def warm_specs() -> dict:
@@ -24,6 +24,14 @@ def warm_specs() -> dict:
         for target, items in module.warm_specs().items():
             specs[target].extend(items)
     return specs
+
+
+def host_warmups() -> list:
+    """(name, function) of each run that compiles the built-in ``kernelrt.njit`` host functions (the
+    eigensolver's helpers), for ``kernelrt cache warm``."""
+    from . import laplacian
+
+    return laplacian.host_warmups()
 
 
 def variant_specs() -> list:

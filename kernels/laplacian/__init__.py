@@ -88,6 +88,7 @@ __all__ = [
     "mean_edge_length",
     "variant_specs",
     "warm_specs",
+    "host_warmups",
 ]
 
 
@@ -120,3 +121,19 @@ def variant_specs(index_dtypes=("int32",)) -> list:
     for itype in index_dtypes:
         out += assembly_variant_kernels(itype) + sell_variant_kernels(itype) + loop_variant_kernels(itype)
     return list(dict.fromkeys(out))
+
+
+def host_warmups() -> list:
+    """(name, function) of each run that compiles (or loads) the family's ``kernelrt.njit`` host functions.
+
+    ``kernelrt cache warm`` runs them after the kernels: a Cholesky-route solve on a 642-vertex
+    icosphere compiles the supernodal analysis, factor and solves, the basis products and the
+    pre-solve scans with the argument types every solve passes them (int32 indices).
+    """
+    return [("eigenpairs, Cholesky route", _warm_cholesky_route)]
+
+
+def _warm_cholesky_route() -> None:
+    vertices, faces = icosphere(3)
+    L, m = cotan_laplacian(vertices, faces, "cpu")
+    eigenpairs(L, m, 5, backend="cpu", method="cholesky")

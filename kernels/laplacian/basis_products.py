@@ -23,8 +23,10 @@ took 0.13 s against 0.04 s).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 from threadpoolctl import ThreadpoolController
+
+import kernelrt
 
 from . import dense_blas as blas
 
@@ -63,7 +65,7 @@ def _ld(a) -> int:
     return max(a.strides[1] // 8, a.shape[0], 1)
 
 
-@njit(cache=True, parallel=True)
+@kernelrt.njit(parallel=True)
 def _inner(a, lda, b, ldb, n, p, q, out):
     parts = out.shape[0]
     for t in prange(parts):
@@ -89,7 +91,7 @@ def inner(A, B) -> np.ndarray:
     return out.sum(axis=0).T if out.shape[0] > 1 else out[0].T
 
 
-@njit(cache=True, parallel=True)
+@kernelrt.njit(parallel=True)
 def _product(w, ldw, a, lda, c, n, p, q, alpha, beta, parts):
     for t in prange(parts):
         r0, r1 = t * n // parts, (t + 1) * n // parts
@@ -124,7 +126,7 @@ def product_into(W, A, C) -> None:
     _into(W, A, C, 1.0, 0.0)
 
 
-@njit(cache=True, parallel=True)
+@kernelrt.njit(parallel=True)
 def _rotate(V, Y, rows, parts):
     n, ldv = V.shape[0], max(V.strides[1] // 8, V.shape[0])
     q, p = Y.shape

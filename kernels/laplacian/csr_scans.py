@@ -15,13 +15,14 @@ Serial on purpose: a pass over 4.6 million entries takes milliseconds, and no pa
 means no threading layer to load from a caller's thread.
 """
 
-import numba
 import numpy as np
+
+import kernelrt
 
 __all__ = ["joined_count", "scaled_rows"]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernelrt.njit(nogil=True)
 def _scaled_rows(data, indices, indptr, s, m):
     n = indptr.shape[0] - 1
     out = np.empty_like(data)
@@ -44,7 +45,7 @@ def scaled_rows(data, indices, indptr, m):
     return _scaled_rows(data, indices, indptr, 1.0 / np.sqrt(m), m)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernelrt.njit(nogil=True)
 def _joined_count(data, indices, indptr):
     n = indptr.shape[0] - 1
     parent = np.arange(n)

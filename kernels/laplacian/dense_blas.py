@@ -4,7 +4,8 @@ Owns the four dense kernels the supernodal Cholesky (supernodal.py) runs on its 
 and on blocks of right-hand sides: ``dgemm``, ``dtrsm``, ``dsyrk`` and ``dpotrf``. They
 are SciPy's (``scipy.linalg.cython_blas`` / ``cython_lapack``, the BLAS that NumPy's
 peers load and that threadpoolctl limits), called by address from compiled code: no
-Python, no GIL, callable from ``prange`` threads, and cached on disk like any njit code.
+Python, no GIL, callable from ``prange`` threads, and cached in kernelrt's disk cache with
+the functions that call them (``kernelrt.njit``).
 
 Every argument is passed by address, as Fortran expects. Matrices are column-major, an
 address plus a leading dimension; the callers pass ``array.ctypes.data + 8 * offset``.
@@ -17,9 +18,11 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.core import cgutils
 from numba.extending import get_cython_function_address, intrinsic
+
+import kernelrt
 
 __all__ = ["gemm", "trsm", "syrk", "potrf", "LOWER", "UPPER", "LEFT", "RIGHT", "NOTRANS", "TRANS", "scratch"]
 
@@ -65,13 +68,13 @@ LOWER, UPPER, LEFT, RIGHT, NOTRANS, TRANS = 0, 1, 2, 3, 4, 5
 _CHARS = np.array([ord(c) for c in "LULRNT"], dtype=np.uint8)
 
 
-@njit(cache=True)
+@kernelrt.njit
 def scratch():
     """(ints, doubles, chars) for one thread's calls: the scalar arguments' storage."""
     return np.zeros(8, np.int32), np.zeros(2, np.float64), _CHARS.copy()
 
 
-@njit(cache=True)
+@kernelrt.njit
 def gemm(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """C = alpha op(A) op(B) + beta C; a, b, c are addresses (column-major)."""
     ints, dbl, ch = s
@@ -81,7 +84,7 @@ def gemm(s, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     _dgemm((q + ta, q + tb, i, i + 4, i + 8, d, a, i + 12, b, i + 16, d + 8, c, i + 20))
 
 
-@njit(cache=True)
+@kernelrt.njit
 def trsm(s, side, uplo, ta, m, n, alpha, a, lda, b, ldb):
     """B = alpha op(A)⁻¹ B (side LEFT) or alpha B op(A)⁻¹ (RIGHT), A triangular, non-unit."""
     ints, dbl, ch = s
@@ -91,7 +94,7 @@ def trsm(s, side, uplo, ta, m, n, alpha, a, lda, b, ldb):
     _dtrsm((q + side, q + uplo, q + ta, q + NOTRANS, i, i + 4, d, a, i + 8, b, i + 12))
 
 
-@njit(cache=True)
+@kernelrt.njit
 def syrk(s, uplo, ta, n, k, alpha, a, lda, beta, c, ldc):
     """C = alpha A Aᵀ + beta C (ta NOTRANS), the ``uplo`` triangle of C only."""
     ints, dbl, ch = s
@@ -101,7 +104,7 @@ def syrk(s, uplo, ta, n, k, alpha, a, lda, beta, c, ldc):
     _dsyrk((q + uplo, q + ta, i, i + 4, d, a, i + 8, d + 8, c, i + 12))
 
 
-@njit(cache=True)
+@kernelrt.njit
 def potrf(s, uplo, n, a, lda) -> int:
     """Cholesky factor of A in place (the ``uplo`` triangle); LAPACK's info (0: success)."""
     ints, dbl, ch = s

@@ -16,7 +16,8 @@ how many cores run it (one thread runs the parts in turn).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+import kernelrt
 
 __all__ = ["SolveSplit", "solve_split", "PARTS"]
 
@@ -47,7 +48,7 @@ class SolveSplit:
         return len(self.rptr) - 1
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _subtree_sums(parent, work):
     # subtree work, first supernode and size of every subtree (children come before parents)
     ns = len(parent)

@@ -26,7 +26,9 @@ operations); residuals, not bits, are what the tests compare.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+import kernelrt
 
 from . import dense_blas as blas
 from .row_vectors import LANES, copy_row, prefetch, sub_products
@@ -50,7 +52,7 @@ class NotPositiveDefiniteError(np.linalg.LinAlgError):
     """A pivot of the Cholesky factorisation was not positive."""
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _dense_partial(F, r, c, s) -> bool:
     # factor the first c columns of the r x r column-major front F, update the trailing block
     if c * c * r < SMALL_FRONT:
@@ -78,7 +80,7 @@ def _dense_partial(F, r, c, s) -> bool:
     return True
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _factor(start, rowptr, rows, valptr, parent, a_indptr, a_indices, a_source, values, stack_peak, front_max, out):
     # Returns -1, or the supernode whose pivot failed (A not positive definite).
     ns = len(start) - 1
@@ -130,13 +132,13 @@ def _factor(start, rowptr, rows, valptr, parent, a_indptr, a_indices, a_source, 
     return -1
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _extent(start, rowptr, valptr, s):
     # supernode s: first column, columns, first row entry, rows, first value
     return start[s], start[s + 1] - start[s], rowptr[s], rowptr[s + 1] - rowptr[s], valptr[s]
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _prefetch_values(L, valptr, s):
     # supernode s's factor values, one cache line each, asked for while the current small
     # supernode computes: their stream overlaps its arithmetic (~3 ms of ~36 at 163,842 vertices)
@@ -144,7 +146,7 @@ def _prefetch_values(L, valptr, s):
         prefetch(L, t)
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, Z, slot, redirect):
     # supernode s of L y = b on row-major X; with redirect, the updates of rows whose slot is
     # >= 0 (the split's top, which another part updates too) go to Z[slot] instead
@@ -182,7 +184,7 @@ def _forward(s, start, rowptr, rows, valptr, L, X, small, T, sc, Z, slot, redire
                     X[row, k] -= T[i * w + k]
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc):
     # supernode s of Lᵀ x = y: reads the rows of its ancestors, writes only its own
     w = X.shape[1]
@@ -213,7 +215,7 @@ def _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc):
     blas.trsm(sc, blas.RIGHT, blas.LOWER, blas.NOTRANS, w, c, 1.0, lb + 8 * v, r, xb + 8 * f * w, w)
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _solve_whole(start, rowptr, rows, valptr, L, X, front_max, small):
     # X := A⁻¹ X on one thread, every supernode in order
     ns = len(start) - 1
@@ -227,7 +229,7 @@ def _solve_whole(start, rowptr, rows, valptr, L, X, front_max, small):
         _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc)
 
 
-@njit(cache=True, parallel=True)
+@kernelrt.njit(parallel=True)
 def _solve_split(start, rowptr, rows, valptr, L, X, front_max, small, ranges, rptr, top, slot, top_rows):
     # X := A⁻¹ X with the split's parts on threads (subtrees.py): the parts' forward passes,
     # their top updates summed, the top alone both ways, then the parts' backward passes
@@ -257,7 +259,7 @@ def _solve_split(start, rowptr, rows, valptr, L, X, front_max, small, ranges, rp
                 _backward(s, start, rowptr, rows, valptr, L, X, small, T, sc)
 
 
-@njit(cache=True, parallel=True)
+@kernelrt.njit(parallel=True)
 def _gather_rows(src, index, scale, dst, scale_at_source):
     # dst[i] = src[index[i]] * scale[index[i] or i]: a pull, so dst is written in order in
     # either memory layout and only the reads jump (pushing into a column-major dst with

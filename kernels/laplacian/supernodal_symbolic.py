@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+
+import kernelrt
 
 __all__ = ["SymbolicFactor", "nested_dissection"]
 
@@ -62,7 +63,7 @@ def nested_dissection(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return np.asarray(perm, dtype=np.int64)
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _etree(indptr, indices, n):
     # Liu: row k's entries i < k climb from i to the root of its current subtree (path compression)
     parent = np.full(n, -1, np.int64)
@@ -79,7 +80,7 @@ def _etree(indptr, indices, n):
     return parent
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _postorder(parent, n):
     head = np.full(n, -1, np.int64)
     nxt = np.full(n, -1, np.int64)
@@ -110,7 +111,7 @@ def _postorder(parent, n):
     return post
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _column_counts(indptr, indices, parent, n):
     # L[i, j] != 0 exactly for the j on the etree paths from each A[i, j'] (j' < i) up to i
     count = np.ones(n, np.int64)
@@ -126,7 +127,7 @@ def _column_counts(indptr, indices, parent, n):
     return count
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _supernodes(parent, count, n, relax_columns, relax_zeros, relax_any):
     children = np.zeros(n, np.int64)
     for j in range(n):
@@ -194,7 +195,7 @@ def _supernodes(parent, count, n, relax_columns, relax_zeros, relax_any):
     return super_start, super_rows
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _add_rows(source, lo, hi, below, s, mark, rows, k):
     # append the rows of source[lo:hi] from `below` on (past s's columns) not yet in s's structure
     for p in range(lo, hi):
@@ -206,7 +207,7 @@ def _add_rows(source, lo, hi, below, s, mark, rows, k):
     return k
 
 
-@njit(cache=True)
+@kernelrt.njit
 def _structure(indptr, indices, parent, start, nrows):
     # rows of supernode s: its columns, A's entries below them, its children's rows below them
     ns = len(start) - 1

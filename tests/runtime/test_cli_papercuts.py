@@ -228,13 +228,16 @@ def test_first_demo_run_says_it_compiles_and_json_stays_alone(cache_dir):
     again = run_cli("demo", "--small", "--json", "--no-reference")
     assert again.returncode == 0 and "compiling" not in again.stderr
     assert json.loads(again.stdout)["kernels"]["statuses"] == {"disk": n}
-    warm = run_cli("cache", "warm", "--json")  # everything cached: no line, stdout the JSON alone
+    warm = run_cli("cache", "warm", "--json")  # every kernel cached: no line, stdout the JSON alone
     assert warm.returncode == 0 and "compiling" not in warm.stderr
     assert {k["status"] for k in json.loads(warm.stdout)["kernels"]} == {"disk"}
+    # the demo's eigensolve compiled the eigensolver's host functions (kernelrt.njit) into the cache
+    assert [h["status"] for h in json.loads(warm.stdout)["host_functions"]] == ["disk"]
 
 
 def test_cache_warm_says_it_compiles(cache_dir, monkeypatch, capsys):
     monkeypatch.setattr("kernelrt.cli.warm_specs", lambda: {"cpu": [(shifted_sqrt.copy(), None)], "cuda": []})
+    monkeypatch.setattr("kernelrt.cli.host_warmups", lambda: [])
     monkeypatch.setattr("kernelrt.cli.CUDABackend.check_available", staticmethod(lambda *a, **k: False))
     assert main(["cache", "warm", "--json"]) == 0
     out, err = capsys.readouterr()
