@@ -65,6 +65,17 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
     if pattern is None:
         L = with_full_diagonal(L)
         pattern = ShiftPattern(L)
+    # One BLAS thread throughout, the factor included: the factor's and the solve's BLAS calls
+    # are on small supernodes, where more threads only spin, and the products with the Krylov
+    # basis split their rows between numba threads themselves (basis_products.py), each calling
+    # single-threaded BLAS. An idle multithreaded OpenBLAS also keeps its threads spinning for a
+    # while after each call (a user's, or a previous subject's last Rayleigh–Ritz): the numeric
+    # factor then took 65-100 ms against 35 ms at 40,962 vertices (Intel Xeon, 2 vCPU).
+    with one_blas_thread():
+        return _solve(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, sizes)
+
+
+def _solve(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, sizes):
     t0 = time.perf_counter()
     fac = ShiftedFactor(pattern, pattern.shifted_values(L, m, sigma), library)
     phases = {"factor": time.perf_counter() - t0, "solve": 0.0}
@@ -79,14 +90,10 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
 
     seed = None if start is None else start * root[:, None]
     t0 = time.perf_counter()
-    # One BLAS thread throughout: the solve's BLAS calls are on small supernodes, where more
-    # threads only spin, and the products with the Krylov basis split their rows between
-    # numba threads themselves (basis_products.py), each calling single-threaded BLAS.
-    with one_blas_thread():
-        theta, Y, _, info = block_lanczos(
-            apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
-            maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
-        )
+    theta, Y, _, info = block_lanczos(
+        apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
+        maxiter=100 if maxiter is None else maxiter, start=seed, progress=progress,
+    )
     t1 = time.perf_counter()
     phases["orthogonalise"] = t1 - t0 - phases["solve"]
     # A last Rayleigh–Ritz with L itself in the span found (X M-orthonormal, so a plain

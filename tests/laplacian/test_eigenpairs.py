@@ -256,3 +256,40 @@ def test_a_subject_seen_twice_starts_from_its_own_vectors(mesh, k):
     again = topo.eigenpairs(L, m, k, backend="cpu", maxiter=10)
     assert again.residuals.max() < 1e-10 and _rel(again.evals, first.evals) <= 1e-12
     assert again.products < first.products / 2
+
+
+def test_cholesky_route_runs_on_one_blas_thread(noisy4, monkeypatch):
+    """The factor, the iteration and the last Rayleigh–Ritz see a BLAS pool of one, whatever the caller's.
+
+    The factor's BLAS calls are on small supernodes; a pool of two made the numeric factor
+    2-3x slower in a cohort, where the previous subject's multithreaded calls left OpenBLAS's
+    threads spinning (docs/laplacian.md, "Eigenpairs": "Two cores, used explicitly").
+    """
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from kernelrt.kernels.laplacian import cholesky_route
+
+    def pool() -> int:
+        return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+
+    seen = {}
+
+    class Recording(factor_module.ShiftedFactor):
+        def __init__(self, *args):
+            seen["factor"] = pool()
+            super().__init__(*args)
+
+    def recording_eigh(a, *args, **kwargs):
+        seen["rayleigh_ritz"] = pool()
+        return eigh(a, *args, **kwargs)
+
+    eigh = cholesky_route.eigh
+    monkeypatch.setattr(cholesky_route, "ShiftedFactor", Recording)
+    monkeypatch.setattr(cholesky_route, "eigh", recording_eigh)
+    L, m = noisy4
+    with threadpool_limits(limits=2, user_api="blas"):  # a pool of two outside, whatever the machine
+        assert pool() == 2 or not threadpool_info()
+        result = lap.eigenpairs(L, m, 12, backend="cpu", method="cholesky",
+                                progress=lambda done, k: seen.setdefault("iteration", pool()))
+    assert seen == {"factor": 1, "iteration": 1, "rayleigh_ritz": 1}
+    assert result.residuals.max() < 1e-9
