@@ -15,7 +15,7 @@ import numpy as np
 from scipy.linalg import eigh
 
 from .factor import ShiftedFactor, ShiftPattern, with_full_diagonal
-from .basis_products import one_blas_thread, rotate_columns
+from .basis_products import inner, one_blas_thread, rotate_columns, sparse_product
 from .lanczos import block_lanczos
 
 __all__ = ["cholesky_eigenpairs", "default_sigma", "krylov_sizes", "SPECTRALBRAIN_SIGMA"]
@@ -101,7 +101,8 @@ def _solve(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, size
     # between pairs, which would otherwise show as ~1e-10 residuals on the small λ.
     X = Y
     X /= root[:, None]  # in place, as below: each new N x k array costs its page faults
-    lam, C = eigh(X.T @ (L @ X))
+    # (both products split between the cores, as the iteration's: basis_products.py)
+    lam, C = eigh(inner(X, sparse_product(L, X)))
     rotate_columns(X, C)
     phases["rayleigh_ritz"] = time.perf_counter() - t1
     return lam, X, info["products"], phases
