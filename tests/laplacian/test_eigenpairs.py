@@ -288,7 +288,8 @@ def test_cholesky_route_runs_on_one_blas_thread(noisy4, monkeypatch):
     monkeypatch.setattr(cholesky_route, "eigh", recording_eigh)
     L, m = noisy4
     with threadpool_limits(limits=2, user_api="blas"):  # a pool of two outside, whatever the machine
-        assert pool() == 2 or not threadpool_info()
+        if pool() < 2:
+            pytest.skip("this BLAS does not run a pool of two")
         result = lap.eigenpairs(L, m, 12, backend="cpu", method="cholesky",
                                 progress=lambda done, k: seen.setdefault("iteration", pool()))
     assert seen == {"factor": 1, "iteration": 1, "rayleigh_ritz": 1}
