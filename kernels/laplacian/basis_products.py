@@ -30,6 +30,7 @@ from threadpoolctl import ThreadpoolController
 import kernelrt
 
 from . import dense_blas as blas
+from .csr_rows import csr_row_dot
 
 __all__ = ["inner", "subtract_product", "product_into", "rotate_columns", "sparse_product", "one_blas_thread"]
 
@@ -168,14 +169,11 @@ def rotate_columns(V, Y, rows: int = 512) -> None:
 
 @kernelrt.njit(parallel=True)
 def _sparse_columns(indptr, indices, data, X, out):
-    # out[:, c] = L X[:, c], a column per iteration: each row's sum runs over its entries in
-    # stored order from 0.0, as SciPy's product does, on any number of threads
+    # out[:, c] = L X[:, c], a column per iteration: each row's sum is csr_row_dot's (stored
+    # order from 0.0, as SciPy's product and kernelrt's other products sum it), on any thread count
     for c in prange(X.shape[1]):
         for r in range(X.shape[0]):
-            acc = 0.0
-            for s in range(indptr[r], indptr[r + 1]):
-                acc += data[s] * X[indices[s], c]
-            out[r, c] = acc
+            out[r, c] = csr_row_dot(data, indices, indptr, X, r, c)
 
 
 def sparse_product(L, X) -> np.ndarray:

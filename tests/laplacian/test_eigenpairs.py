@@ -265,12 +265,10 @@ def test_cholesky_route_runs_on_one_blas_thread(noisy4, monkeypatch):
     2-3x slower in a cohort, where the previous subject's multithreaded calls left OpenBLAS's
     threads spinning (docs/laplacian.md, "Eigenpairs": "Two cores, used explicitly").
     """
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     from kernelrt.kernels.laplacian import cholesky_route
-
-    def pool() -> int:
-        return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+    from tests.support.laplacian_cases import blas_pool as pool
 
     seen = {}
 

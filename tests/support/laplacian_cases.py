@@ -115,18 +115,23 @@ def assemble_expecting_warnings(name: str, assemble):
     return result
 
 
+def blas_pool() -> int:
+    """The BLAS pool's size now (threadpoolctl; 1 where no BLAS is found)."""
+    from threadpoolctl import threadpool_info
+
+    return max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1)
+
+
 def blas_threads_during_eigh(monkeypatch) -> list[int]:
     """Record the BLAS pool's size at every ``np.linalg.eigh`` call from now on (for the Chebyshev route).
 
     The route's projected b x b eigh must run on one BLAS thread on every backend: on the 16-core
     H100 machine OpenBLAS's default pool made each call 40-130 ms (bench/results/2026-11-26-*).
     """
-    from threadpoolctl import threadpool_info
-
     seen, eigh = [], np.linalg.eigh
 
     def recording(a, *args, **kwargs):
-        seen.append(max((i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"), default=1))
+        seen.append(blas_pool())
         return eigh(a, *args, **kwargs)
 
     monkeypatch.setattr(np.linalg, "eigh", recording)
