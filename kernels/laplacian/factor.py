@@ -155,14 +155,35 @@ class ShiftedFactor:
             A = sp.csc_matrix((values, pattern.indices, pattern.indptr), shape=(pattern.n, pattern.n))
             self._solver = splu(A)
 
-    def solve(self, B: np.ndarray, scale: np.ndarray | None = None) -> np.ndarray:
+    @property
+    def order(self) -> np.ndarray | None:
+        """The factor's row order (``order[new] = old``) where ``solve`` can work in it, else None.
+
+        The supernodal factor's: an iteration that keeps its vectors in this order saves the
+        solve both of its gathers (``solve(..., in_order=True)``). cholespy and SuperLU
+        permute inside their own solves.
+        """
+        return self._solver.symbolic.perm if self.library == "supernodal" else None
+
+    def to_mesh_order(self, Y: np.ndarray, scale: np.ndarray) -> None:
+        """``Y[i] := Y'[i] * scale[i]`` in place, Y' being Y's rows (in ``order``) in the mesh's order."""
+        from .supernodal import to_original_order
+
+        if self.order is None:
+            raise ValueError(f"a {self.library!r} factor has no order of its own")
+        to_original_order(Y, self._solver.symbolic.inverse, scale)
+
+    def solve(self, B: np.ndarray, scale: np.ndarray | None = None, in_order: bool = False) -> np.ndarray:
         """``A⁻¹ B`` (or ``D A⁻¹ D B``, ``D = diag(scale)``) for B of shape (N,) or (N, b), a new array.
 
         The supernodal factor returns it in B's memory order (column-major for a block of
-        the Krylov basis); cholespy and SuperLU return it row-major.
+        the Krylov basis); cholespy and SuperLU return it row-major. ``in_order``: B's rows,
+        the scale's and the result's are in ``order`` (only where it is not None).
         """
+        if in_order and self.order is None:
+            raise ValueError(f"in_order=True needs a factor with an order (supernodal), not {self.library!r}")
         if self.library == "supernodal":  # scales while it permutes, no extra pass
-            return self._solver.solve(B, scale)
+            return self._solver.solve(B, scale, in_order=in_order)
         if scale is not None:
             d = scale if np.ndim(B) == 1 else scale[:, None]
             return self.solve(d * B) * d

@@ -10,7 +10,7 @@ import kernelrt.kernels.laplacian as lap
 from kernelrt.kernels.laplacian import dense_blas as blas
 from kernelrt.kernels.laplacian import factor as factor_module
 from kernelrt.kernels.laplacian.factor import ShiftedFactor, ShiftPattern, with_full_diagonal
-from kernelrt.kernels.laplacian.supernodal import NotPositiveDefiniteError, SupernodalFactor
+from kernelrt.kernels.laplacian.supernodal import NotPositiveDefiniteError, SupernodalFactor, to_original_order
 from kernelrt.kernels.laplacian.supernodal_symbolic import SymbolicFactor
 
 needs_pymetis = pytest.mark.skipif(importlib.util.find_spec("pymetis") is None, reason="pymetis is not installed")
@@ -98,6 +98,56 @@ def test_column_major_block_stays_column_major():
     D = sp.diags(scale)
     np.testing.assert_allclose(D @ sp.linalg.spsolve(A.tocsc(), D @ basis[:, 4:8]), X, rtol=0,
                                atol=1e-10 * np.abs(X).max())  # as the bound above
+
+
+@needs_pymetis
+def test_solve_in_the_factors_order():
+    # rows already in the factor's order are only copied: the same numbers as the gathers
+    # give (the same products on the same values), and to_original_order brings them back
+    pattern, values, A = _shifted(4)
+    sym = pattern.symbolic()
+    fac = SupernodalFactor(sym, values)
+    rng = np.random.default_rng(6)
+    B = np.asfortranarray(rng.standard_normal((A.shape[0], 8)))
+    scale = rng.uniform(0.5, 2.0, A.shape[0])
+    X = fac.solve(np.asfortranarray(B[sym.perm]), scale[sym.perm], in_order=True)
+    assert X.flags.f_contiguous
+    np.testing.assert_array_equal(X, fac.solve(B, scale)[sym.perm])
+    to_original_order(X, sym.inverse, np.full(A.shape[0], 2.0))
+    np.testing.assert_array_equal(X, 2.0 * fac.solve(B, scale))  # a product by 2 is exact
+    with pytest.raises(ValueError, match="inverse"):
+        to_original_order(X, sym.inverse[:-1], scale)
+
+
+@needs_pymetis
+def test_shifted_factor_order():
+    pattern, values, _ = _shifted(3)
+    fac = ShiftedFactor(pattern, values, "supernodal")
+    assert np.array_equal(fac.order, pattern.symbolic().perm)
+    lu = ShiftedFactor(pattern, values, "superlu")
+    assert lu.order is None
+    with pytest.raises(ValueError, match="in_order"):
+        lu.solve(np.ones(pattern.n), in_order=True)
+    with pytest.raises(ValueError, match="no order"):
+        lu.to_mesh_order(np.ones((pattern.n, 2)), np.ones(pattern.n))
+
+
+@needs_pymetis
+def test_cholesky_route_iterates_in_the_factors_order(monkeypatch):
+    # every Krylov solve skips the gathers, and the eigenvectors come back in the mesh's order
+    calls = []
+    solve = SupernodalFactor.solve
+
+    def recording(self, B, scale=None, split=True, small=None, in_order=False):
+        calls.append(in_order)
+        return solve(self, B, scale, split, small, in_order)
+
+    monkeypatch.setattr(SupernodalFactor, "solve", recording)
+    V, F = lap.noisy_icosphere(4, 0.1)
+    L, m = lap.cotan_laplacian(V, F, "cpu")
+    r = lap.eigenpairs(L, m, 12, backend="cpu", method="cholesky", factor="supernodal")
+    assert calls and all(calls)
+    assert r.residuals.max() < 1e-10 and r.m_orthonormality < 1e-12  # the bar
 
 
 @needs_pymetis
