@@ -166,7 +166,7 @@ class ShiftedFactor:
         return self._solver.symbolic.perm if self.library == "supernodal" else None
 
     def to_mesh_order(self, Y: np.ndarray, scale: np.ndarray) -> None:
-        """``Y[i] := Y'[i] * scale[i]`` in place, Y' being Y's rows (in ``order``) in the mesh's order."""
+        """Y's rows, kept in ``order``, put back in the mesh's order and times ``scale`` (mesh order), in place."""
         from .supernodal import to_original_order
 
         if self.order is None:
