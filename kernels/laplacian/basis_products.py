@@ -3,7 +3,9 @@
 Owns the dense products of block Lanczos (lanczos.py) with its tall column-major basis
 (n rows, up to ~2.4k columns) and a block of 8 vectors: the inner products ``Aᵀ B``, the
 update ``W -= A C`` and the thick restart's rotation ``V[:, :p] := V[:, :q] Y``; and the
-sparse ``L X`` of the last Rayleigh–Ritz (cholesky_route.py), its columns split between threads.
+sparse ``L X`` of the last Rayleigh–Ritz (cholesky_route.py), its columns split between threads;
+and the sums an eigensolve is judged by (``report_sums``: residual norms and VᵀMV of a
+row-major eigenvector block, eigen_report.py), its rows split between threads.
 
 Why not one BLAS call with two BLAS threads: OpenBLAS splits a GEMM over its output, and
 these outputs are tiny (a 120 x 8 inner product, 66 result columns of a rotation) while
@@ -14,14 +16,18 @@ of rows and runs single-threaded BLAS (SciPy's, called by address: dense_blas.py
 so both cores stream their own half of the basis; the inner products' partial sums are
 added at the end (a p x q sum per thread).
 
-Every array is float64 and column-major with unit row stride (a column block of the
-basis, whose leading dimension is the basis' row count, qualifies). BLAS is held to one
-thread while these run (``one_blas_thread``, ~10 us): a multithreaded OpenBLAS called
-from two threads at once oversubscribes the cores (a last Rayleigh–Ritz at 40,962 x 50
-took 0.13 s against 0.04 s).
+Every array but ``report_sums``' is float64 and column-major with unit row stride (a column
+block of the basis, whose leading dimension is the basis' row count, qualifies). BLAS is held
+to one thread while these run (``one_blas_thread``; inside an open one, a counter): a
+multithreaded OpenBLAS called from two threads at once oversubscribes the cores (a last
+Rayleigh–Ritz at 40,962 x 50 took 0.13 s against 0.04 s).
 """
 
 from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
 
 import numpy as np
 from numba import prange
@@ -32,7 +38,8 @@ import kernelrt
 from . import dense_blas as blas
 from .csr_rows import csr_row_dot
 
-__all__ = ["inner", "subtract_product", "product_into", "rotate_columns", "sparse_product", "one_blas_thread"]
+__all__ = ["inner", "report_sums", "subtract_product", "product_into", "rotate_columns", "sparse_product",
+           "one_blas_thread"]
 
 # Row ranges of a product: two, the cores kernelrt is measured on (2-vCPU Intel Xeon / AMD
 # EPYC). Fixed, not numba's thread count, so that the partial sums, and so the bits of a
@@ -43,14 +50,47 @@ PARTS = 2
 MIN_ROWS_PER_THREAD = 2048
 
 _controller = None
+# How many one_blas_thread contexts are open, in any thread, and the limiter of the first. BLAS's
+# pool size is one setting for the whole process: only the first context sets it and only the
+# last restores it, so that a context closing in one thread does not give another thread's BLAS
+# calls their pool back, and a nested context (every product inside the Cholesky route's) costs
+# a counter instead of threadpoolctl's ~13 us (~290 of them in a solve at 50,000 vertices, k = 50)
+_open = 0
+_limiter = None
+_lock = threading.Lock()
 
 
-def one_blas_thread():
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs one thread (threadpoolctl; its controller made once)."""
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    return _controller.limit(limits=1, user_api="blas")
+    global _controller, _open, _limiter
+    with _lock:
+        if _open == 0:
+            if _controller is None:
+                _controller = ThreadpoolController()
+            _take_control()
+            _limiter = _controller.limit(limits=1, user_api="blas")
+        _open += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _open -= 1
+            if _open == 0:
+                _take_control()
+                _limiter.restore_original_limits()
+                _limiter = None
+                _take_control()  # and leave it to whichever thread sets the pool next
+
+
+def _take_control() -> None:
+    # threadpoolctl >= 3.6 lets one thread at a time set a process-wide (pthreads) OpenBLAS pool and
+    # silently ignores the others: the first context may open in one thread and the last close in
+    # another (a Dask worker's task threads), so each of those steps clears the claim first
+    for lib in _controller.lib_controllers:
+        clear = getattr(type(lib), "clear_controlling_thread", None)
+        if clear is not None:
+            clear(force=True)
 
 
 def _parts(n: int) -> int:
@@ -94,6 +134,67 @@ def inner(A, B) -> np.ndarray:
     else:
         out[:] = 0.0
     return out.sum(axis=0) if out.shape[0] > 1 else out[0]
+
+
+@kernelrt.njit(parallel=True)
+def _report_sums(indptr, indices, data, V, m, evals, out):
+    # out[t, 0, q] = Σ (L V - M V Λ)[r, q]², out[t, 1, q] = Σ (M V)[r, q]² over part t's rows r,
+    # and out[t, 2:] = Vᵀ M V over them (column-major), a block of rows at a time
+    n, k = V.shape
+    parts = out.shape[0]
+    rows = 256
+    blocks = (n + rows - 1) // rows
+    for t in prange(parts):
+        s = blas.scratch()
+        lv = np.empty(k)
+        T = np.empty(rows * k)  # M V's rows of this block, row-major
+        for b in range(t * blocks // parts, (t + 1) * blocks // parts):
+            a0 = b * rows
+            nr = min(rows, n - a0)
+            for i in range(nr):
+                r = a0 + i
+                for q in range(k):
+                    lv[q] = 0.0
+                for p in range(indptr[r], indptr[r + 1]):  # (L V)[r, :], each entry summed in stored order
+                    v = data[p]
+                    c = indices[p]
+                    for q in range(k):
+                        lv[q] += v * V[c, q]
+                for q in range(k):
+                    mv = m[r] * V[r, q]
+                    T[i * k + q] = mv
+                    res = lv[q] - mv * evals[q]
+                    out[t, 0, q] += res * res
+                    out[t, 1, q] += mv * mv
+            # Vᵀ (M V) += this block's: row-major n x k is column-major k x n, so A Bᵀ
+            blas.gemm(s, blas.NOTRANS, blas.TRANS, k, k, nr, 1.0, V.ctypes.data + 8 * a0 * k, k, T.ctypes.data, k,
+                      1.0, out[t, 2:].ctypes.data, k)
+
+
+def report_sums(L, V, m, evals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(‖L v - λ M v‖, ‖M v‖, VᵀMV)`` for eigenpairs (evals (k,), V (N, k) row-major), no N x k temporary.
+
+    The measure of an eigensolve (eigen_report.report). Each entry of ``L V - M V Λ`` is
+    rounded as SciPy's product and NumPy's broadcasts round it (each row of L V summed in
+    stored order from 0.0, then ``(m v) λ`` subtracted); the rows are split between threads
+    and the squares summed per thread, then added. Against the product, M V and the residual
+    as three N x k arrays: 15 ms against 41 ms at 50,000 x 50 (Intel Xeon, 2 vCPU).
+    """
+    if not (V.dtype == np.float64 and V.ndim == 2 and V.flags.c_contiguous):
+        raise ValueError(f"V must be a row-major float64 (N, k) array (got {V.dtype}, shape {V.shape})")
+    L = L.tocsr() if L.format != "csr" else L
+    n, k = V.shape
+    m = np.ascontiguousarray(m, dtype=np.float64)
+    evals = np.ascontiguousarray(evals, dtype=np.float64)
+    if L.shape != (n, n) or m.shape != (n,) or evals.shape != (k,):
+        raise ValueError(f"needs L ({n}, {n}), m ({n},) and evals ({k},) for V {V.shape} "
+                         f"(got {L.shape}, {m.shape}, {evals.shape})")
+    out = np.zeros((_parts(n), 2 + k, k))
+    if n and k:
+        with one_blas_thread():
+            _report_sums(L.indptr, L.indices, np.asarray(L.data, dtype=np.float64), V, m, evals, out)
+    total = out.sum(axis=0) if out.shape[0] > 1 else out[0]
+    return np.sqrt(total[0]), np.sqrt(total[1]), total[2:].T
 
 
 @kernelrt.njit(parallel=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .basis_products import report_sums
+
 __all__ = ["EigenConvergenceError", "report", "device_report"]
 
 
@@ -33,8 +35,15 @@ def report(L, m, evals, evecs) -> tuple[np.ndarray, float]:
 
     The null pair (λ ~ 0) is measured against λ₁, the smallest eigenvalue above 1e-10 of
     the largest: relative to its own λ it would be rounding over rounding.
+
+    The sums run on numba's threads with no N x k temporary (``basis_products.report_sums``;
+    a column-major ``evecs`` is copied row-major first): each residual entry is rounded as
+    ``device_report`` rounds it, only the norms' sums are grouped differently. The product,
+    M V and the residual as arrays took 32-34 ms at 50,000 vertices, k = 50, against 13-14 ms.
     """
-    return _measure(L @ evecs, m, evals, evecs, np, np.asarray)
+    evals = np.asarray(evals, dtype=np.float64)
+    residual, mv, gram = report_sums(L, np.ascontiguousarray(evecs, dtype=np.float64), m, evals)
+    return _relative(residual, mv, evals), float(np.abs(gram - np.eye(len(evals))).max())
 
 
 def device_report(product, m, evals, evecs, xp, host) -> tuple[np.ndarray, float]:
@@ -63,8 +72,12 @@ def _measure(LV, m, evals, evecs, xp, host):
     mv_norms = xp.sqrt(xp.einsum("ij,ij->j", MV, MV))
     MV *= xp.asarray(evals)
     LV -= MV  # R = L V - M V Λ
+    norms = host(xp.stack([xp.sqrt(xp.einsum("ij,ij->j", LV, LV)), mv_norms]))  # (2, k): one transfer
+    return _relative(norms[0], norms[1], evals), float(host(xp.abs(gram - xp.eye(len(evals))).max()))
+
+
+def _relative(residual, mv, evals):
+    # ‖L v - λ M v‖ / (|λ| ‖M v‖), the null pair's |λ| replaced by λ₁ (report's docstring)
     positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
     floor = float(positive.min()) if positive.size else 1.0
-    norms = host(xp.stack([xp.sqrt(xp.einsum("ij,ij->j", LV, LV)), mv_norms]))  # (2, k): one transfer
-    residuals = norms[0] / (np.maximum(np.abs(evals), floor) * norms[1])
-    return residuals, float(host(xp.abs(gram - xp.eye(len(evals))).max()))
+    return residual / (np.maximum(np.abs(evals), floor) * mv)

@@ -138,3 +138,77 @@ def test_sparse_product_is_scipys_product_column_major(fmt):
         bp.sparse_product(L, np.ascontiguousarray(X))
     with pytest.raises(ValueError, match="must be"):
         bp.sparse_product(sp.eye(5, format="csr"), X)
+
+
+@pytest.mark.parametrize("rows", [1001, 7])
+def test_report_sums_are_the_residual_norms_and_the_m_gram(parts, rows):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    A = sp.random(rows, rows, density=min(1.0, 8 / rows), random_state=4, format="csr")
+    L = (A + A.T).tocsr()
+    V = rng.standard_normal((rows, 5))
+    m = rng.uniform(0.5, 2.0, rows)
+    evals = rng.uniform(0.0, 3.0, 5)
+    residual, mv, gram = bp.report_sums(L, V, m, evals)
+    R = L @ V - (m[:, None] * V) * evals
+    np.testing.assert_allclose(residual, np.linalg.norm(R, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(mv, np.linalg.norm(m[:, None] * V, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(gram, V.T @ (m[:, None] * V), rtol=0, atol=1e-12 * rows)
+    # the same inputs give the same bits (fixed row ranges, whatever the threads)
+    again = bp.report_sums(L.tocoo(), V, m, evals)
+    np.testing.assert_array_equal(again[0], residual)
+    np.testing.assert_array_equal(again[2], gram)
+
+
+def test_report_sums_refuse_what_they_would_misread():
+    import scipy.sparse as sp
+
+    L = sp.identity(6, format="csr")
+    V = np.ones((6, 2))
+    with pytest.raises(ValueError, match="row-major"):
+        bp.report_sums(L, np.asfortranarray(V), np.ones(6), np.ones(2))
+    with pytest.raises(ValueError, match="evals"):
+        bp.report_sums(L, V, np.ones(6), np.ones(3))
+    with pytest.raises(ValueError, match="m"):
+        bp.report_sums(L, V, np.ones(5), np.ones(2))
+
+
+def test_one_blas_thread_contexts_nest_and_overlap_between_threads():
+    import threading
+
+    def blas_threads():
+        return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+    before = blas_threads()
+    with bp.one_blas_thread():
+        with bp.one_blas_thread():
+            pass
+        assert blas_threads() == {1}  # closing the inner one left the outer one's limit
+        opened, release = threading.Event(), threading.Event()
+
+        def other():
+            with bp.one_blas_thread():
+                opened.set()
+                release.wait(10)
+
+        t = threading.Thread(target=other)
+        t.start()
+        opened.wait(10)
+    # this thread's context is closed, the other thread's is still open: BLAS stays at one
+    assert blas_threads() == {1}
+    release.set()
+    t.join()
+    assert blas_threads() == before
+    # a context of another thread's own takes effect after this thread's (threadpoolctl >= 3.6
+    # ignores a thread that did not set the pool first, unless the claim is cleared)
+    seen = []
+
+    def alone():
+        with bp.one_blas_thread():
+            seen.append(blas_threads())
+
+    t = threading.Thread(target=alone)
+    t.start()
+    t.join()
+    assert seen == [{1}] and blas_threads() == before
