@@ -42,6 +42,7 @@ from .basis_products import inner as _inner
 from .basis_products import product_into
 from .basis_products import rotate_columns
 from .basis_products import subtract_product as _subtract_product
+from .basis_products import subtract_then_inner
 from .eigen_report import EigenConvergenceError
 
 __all__ = ["block_lanczos"]
@@ -179,14 +180,20 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         # column kept under half its norm. The norms come from the Gram matrix that the
         # block's Cholesky QR needs anyway, ‖w‖² before the pass being ‖w‖² after it plus
         # the squares of what it removed (the basis is orthonormal).
+        # The local subtraction and the whole-basis inner products in one pass over W's rows
+        # (subtract_then_inner: a block of rows is read again while in cache): a cohort subject's
+        # orthogonalisation 0.327-0.330 s against 0.351 s at 40,962 vertices, the Bunny's 0.40-0.42
+        # against 0.45-0.47 s (k = 50, in one process; Intel Xeon, 2 vCPU). Fusing the whole-basis
+        # subtraction with the Gram matrix as well was no faster (its 512-row GEMMs read 93+ columns).
         local = V[:, low:cur]
         C[low:] = _inner(local, W)
-        _subtract_product(W, local, C[low:])
-        for _ in range(2):
-            C2 = _inner(Vc, W)
+        C2 = subtract_then_inner(W, local, C[low:], Vc)
+        for again in range(2):
+            if again:
+                C2 = _inner(Vc, W)
             _subtract_product(W, Vc, C2)
-            C += C2
             gram = _inner(W, W)
+            C += C2
             after = np.diag(gram)
             if np.all(after > 0.25 * (after + np.einsum("ij,ij->j", C2, C2))):
                 break

@@ -212,3 +212,37 @@ def test_one_blas_thread_contexts_nest_and_overlap_between_threads():
     t.start()
     t.join()
     assert seen == [{1}] and blas_threads() == before
+
+
+@pytest.mark.parametrize("rows", [1001, 7])
+def test_subtract_then_inner_is_both_products(parts, rows):
+    V = _basis(rows, 30)
+    rng = np.random.default_rng(5)
+    W0 = np.asfortranarray(rng.standard_normal((rows, 8)))
+    C = rng.standard_normal((6, 8))
+    W = W0.copy(order="F")
+    out = bp.subtract_then_inner(W, V[:, 10:16], C, V[:, :20], rows=100)  # blocks that do not divide n
+    ref = W0 - V[:, 10:16] @ C
+    np.testing.assert_allclose(W, ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(out, V[:, :20].T @ ref, rtol=0, atol=1e-11)
+    assert np.array_equal(V, _basis(rows, 30))  # the basis is only read
+    # nothing to subtract, or nothing to take the inner products with
+    W = W0.copy(order="F")
+    np.testing.assert_allclose(bp.subtract_then_inner(W, V[:, :0], np.zeros((0, 8)), V[:, :4]), V[:, :4].T @ W0,
+                               rtol=0, atol=1e-11)
+    assert bp.subtract_then_inner(W, V[:, :3], C[:3], V[:, :0]).shape == (0, 8)
+    np.testing.assert_allclose(W, W0 - V[:, :3] @ C[:3], rtol=0, atol=1e-12)
+
+
+def test_subtract_then_inner_refuses_before_writing():
+    V = _basis(100, 10)
+    W = np.asfortranarray(np.ones((100, 4)))
+    with pytest.raises(ValueError, match="overlap"):
+        bp.subtract_then_inner(V[:, 4:8], V[:, :2], np.ones((2, 4)), V[:, :5])  # B reads W's first column
+    with pytest.raises(ValueError, match="needs"):
+        bp.subtract_then_inner(W, V[:, :3], np.ones((2, 4)), V)
+    with pytest.raises(ValueError, match="column-major"):
+        bp.subtract_then_inner(np.ascontiguousarray(W), V[:, :3], np.ones((3, 4)), V)
+    with pytest.raises(ValueError, match="rows"):
+        bp.subtract_then_inner(W, V[:, :3], np.ones((3, 4)), V, rows=0)
+    assert np.array_equal(W, np.ones((100, 4)))
