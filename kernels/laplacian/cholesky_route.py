@@ -94,9 +94,17 @@ def _solve(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, size
         phases["solve"] += time.perf_counter() - t
         return out
 
-    seed = None if start is None else start * root[:, None]
-    if seed is not None and in_order:
-        seed = seed[order]
+    seed = None
+    if start is not None:
+        # The random combinations that form the first block (lanczos.py) taken before the
+        # scaling and the permutation, which then move N x block numbers, not N x k: the scaled
+        # and permuted copies of a cohort's previous eigenvectors were two fresh N x k arrays,
+        # ~10 ms of a subject at 40,962 vertices and k = 50
+        seed = np.asarray(start, dtype=np.float64) @ np.random.default_rng(0).standard_normal(
+            (start.shape[1], sizes["block"]))
+        seed *= root[:, None]
+        if in_order:
+            seed = seed[order]
     t0 = time.perf_counter()
     theta, Y, _, info = block_lanczos(
         apply, L.shape[0], k, **sizes, tol=1e-13 if tol is None else tol,
