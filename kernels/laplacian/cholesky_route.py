@@ -38,21 +38,31 @@ def default_sigma(m: np.ndarray) -> float:
 def krylov_sizes(k: int, n: int) -> dict:
     """Block width, kept Ritz vectors and basis size of the Cholesky route.
 
-    Measured on ico7 (163,842 vertices, one BLAS thread, Intel Xeon 2 vCPU) with the
-    column-major basis (lanczos.py): blocks of 8 balance the solves (cholespy's solve costs
-    the same per column from 4 columns on, 8-10 ms) against the reorthogonalisation, which
-    reads the whole basis once per block. k = 50: 6.7-7.3 s for 352-368 columns against
-    7.5-8.0 s with blocks of 4 (320 columns) and 14 s with 12; k = 100: 10.6-12.1 s against
-    13.1 s with 4 and 12.7 s with 12. A basis of 2.4k-3k costs the same; 2.4k holds less.
+    Blocks of 8 balance the solves against the reorthogonalisation, which reads the whole
+    basis twice per block (ico7, 163,842 vertices, k = 50: 6.7-7.3 s against 7.5-8.0 s with
+    blocks of 4 and 14 s with 12; the Bunny, k = 50: 0.95-0.99 s against 1.06-1.07 s with 12
+    and 1.17 s with 16). A restart keeps ``k + max(30, k/5)`` Ritz vectors and the basis
+    grows by at least 70 columns between restarts (to 2.4k where that is more): with
+    fewer new columns a cycle (k + 16 kept of a basis of 2.4k, 54 new ones at k = 50) the
+    restarts came too often and the iteration took more solves. Medians of the old and
+    these sizes alternating in one process (Intel Xeon, 2 vCPU): the Bunny at k = 50 0.90
+    against 1.06 s (288 solves against 368), ico6 at k = 20 0.50 against 0.58 s and at k = 50
+    0.79 against 0.84 s, ico7 at k = 50 3.58 against 4.04 s, a noisy ico6 cohort's subjects
+    0.54-0.58 against 0.58-0.61 s (304-320 solves against 352); within 4% of the old at
+    k = 100 (130 kept against 120, the basis 2.4k either way). A small mesh gets the basis
+    that fits.
     """
     block = 8
-    keep = k + max(16, k // 5)
-    basis = max(int(2.4 * k), keep + 3 * block)
-    if basis + 2 * block > n:
+    keep = k + max(30, k // 5)
+    basis = max(int(2.4 * k), keep + 70)
+    room = n - 2 * block
+    if room < k + 16 + 3 * block:  # no room for k + 16 kept vectors and three blocks
         raise ValueError(
-            f"method='cholesky' needs N >= {basis + 2 * block} vertices for k = {k} (got N = {n}): "
+            f"method='cholesky' needs N >= {k + 16 + 5 * block} vertices for k = {k} (got N = {n}): "
             "use method='dense' for a mesh this small"
         )
+    basis = min(basis, room)
+    keep = min(keep, basis - 3 * block)
     return {"block": block, "keep": keep, "basis": basis}
 
 

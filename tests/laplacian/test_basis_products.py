@@ -234,6 +234,27 @@ def test_subtract_then_inner_is_both_products(parts, rows):
     np.testing.assert_allclose(W, W0 - V[:, :3] @ C[:3], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [1001, 7])
+def test_subtract_then_inner_gives_the_updated_blocks_gram(parts, rows):
+    # block Lanczos takes W's Gram matrix from this pass instead of a pass of its own
+    V = _basis(rows, 30)
+    rng = np.random.default_rng(6)
+    W0 = np.asfortranarray(rng.standard_normal((rows, 8)))
+    C = rng.standard_normal((6, 8))
+    W = W0.copy(order="F")
+    out, gram = bp.subtract_then_inner(W, V[:, 10:16], C, V[:, :20], rows=100, gram=True)
+    ref = W0 - V[:, 10:16] @ C
+    np.testing.assert_allclose(out, V[:, :20].T @ ref, rtol=0, atol=1e-11)
+    np.testing.assert_allclose(gram, ref.T @ ref, rtol=1e-13, atol=1e-11)
+    # the Gram matrix alone (no columns to take inner products with), and of an empty block
+    W = W0.copy(order="F")
+    out, gram = bp.subtract_then_inner(W, V[:, :0], np.zeros((0, 8)), V[:, :0], gram=True)
+    assert out.shape == (0, 8)
+    np.testing.assert_allclose(gram, W0.T @ W0, rtol=1e-13, atol=1e-11)
+    out, gram = bp.subtract_then_inner(W[:, :0], V[:, :3], np.zeros((3, 0)), V[:, :4], gram=True)
+    assert out.shape == (4, 0) and gram.shape == (0, 0)
+
+
 def test_subtract_then_inner_refuses_before_writing():
     V = _basis(100, 10)
     W = np.asfortranarray(np.ones((100, 4)))

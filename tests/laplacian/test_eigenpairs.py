@@ -162,6 +162,24 @@ def test_cohort_on_one_topology_equals_per_subject_solves():
         topo.eigenpairs(Lo, mo, 5, backend="cpu")
 
 
+def test_krylov_sizes_fit_the_mesh():
+    from kernelrt.kernels.laplacian.cholesky_route import krylov_sizes
+
+    # a large mesh: at least 70 new columns a restart cycle, 2.4k from k = 100 on
+    assert krylov_sizes(50, 40962) == {"block": 8, "keep": 80, "basis": 150}
+    assert krylov_sizes(200, 163842) == {"block": 8, "keep": 240, "basis": 480}
+    for k, n in [(60, 162), (20, 77), (5, 61)]:  # a small mesh: the basis that fits, still restarting
+        s = krylov_sizes(k, n)
+        assert s["basis"] + 2 * s["block"] <= n and s["keep"] >= k + 16 and s["basis"] >= s["keep"] + 3 * s["block"]
+    with pytest.raises(ValueError, match=r"needs N >= 76 vertices for k = 20 \(got N = 75\)"):
+        krylov_sizes(20, 75)
+    # where the basis is cut to the mesh, the route still finds the dense route's pairs
+    L, m = lap.cotan_laplacian(*lap.icosphere(2), "cpu")
+    cut = lap.eigenpairs(L, m, 60, backend="cpu", method="cholesky")
+    np.testing.assert_allclose(cut.evals, lap.eigenpairs(L, m, 60, backend="cpu", method="dense").evals,
+                               rtol=1e-10, atol=1e-12)
+
+
 def test_block_lanczos_on_a_known_spectrum():
     # a diagonal operator with multiplets (3, 5, 7 equal values) around the cut at k = 10
     theta = np.concatenate([[10.0], np.full(3, 5.0), np.full(5, 3.0), np.full(7, 2.0), np.linspace(1.5, 0.01, 400)])
