@@ -1,7 +1,7 @@
 """Products with the Krylov basis, split by rows between threads: ``Aᵀ B``, ``W -= A C``, rotations, ``L X``.
 
 Owns the dense products of block Lanczos (lanczos.py) with its tall column-major basis
-(n rows, up to ~2.4k columns) and a block of 8 vectors: the inner products ``Aᵀ B``, the
+(n rows, up to max(2.4k, k + 100) columns) and a block of 8 vectors: the inner products ``Aᵀ B``, the
 update ``W -= A C`` and the thick restart's rotation ``V[:, :p] := V[:, :q] Y``; and the
 sparse ``L X`` of the last Rayleigh–Ritz (cholesky_route.py), its columns split between threads;
 and the sums an eigensolve is judged by (``report_sums``: residual norms and VᵀMV of a
