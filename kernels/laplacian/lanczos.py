@@ -45,7 +45,7 @@ from .basis_products import subtract_product as _subtract_product
 from .basis_products import subtract_then_inner
 from .eigen_report import EigenConvergenceError
 
-__all__ = ["block_lanczos"]
+__all__ = ["basis_workspace", "block_lanczos", "map_pages"]
 
 # Largest κ(R) of a block whose Cholesky QR needs no second pass (κ² ε ≈ 1e-14)
 CHOLQR_ONE_PASS = 10.0
@@ -118,8 +118,41 @@ def _cholesky_qr(W, out, gram):
     return R if np.abs(np.diag(R)).min() > DEPENDENT_BLOCK * np.abs(np.diag(R)).max() else None
 
 
+def _sizes(n, k, block, basis, keep):
+    keep = min(k + block if keep is None else keep, n - block)
+    size = min(max(2 * k, keep + 3 * block) if basis is None else max(basis, keep + 2 * block), n - block)
+    return keep, size
+
+
+def basis_workspace(n: int, k: int, *, block: int = 16, basis: int | None = None,
+                    keep: int | None = None) -> np.ndarray:
+    """The memory ``block_lanczos`` works in for these sizes (its ``workspace``), not yet mapped.
+
+    A caller that has other work first maps it meanwhile on another thread (``map_pages``):
+    the Cholesky route does while the factor is made (cholesky_route.py).
+    """
+    _, size = _sizes(n, k, block, basis, keep)
+    # Column-major basis V = buffer.T: a block of basis vectors V[:, a:b] is one contiguous piece
+    # of memory, so the reorthogonalisation GEMMs stream it (row-major, a narrow block is a
+    # strided read that defeats the prefetcher: ~3x the time at 163,842 rows); and the buffer
+    # can give its first k rows back as the result (see block_lanczos' end)
+    return np.empty((size + 2 * block, n))
+
+
+def map_pages(buffer: np.ndarray) -> None:
+    """One write per 4 KB page of a fresh buffer, on this thread (NumPy releases the GIL for it).
+
+    Where two threads first write the same fresh (transparent huge) page at once, each fault
+    waited ~5 ms, and the first Lanczos cycle's blocks took 45-60 ms more than on mapped memory;
+    the mapping itself took 23-28 ms for the Bunny's basis (50,000 x 166) after another solve
+    had freed memory, 67 ms in a process that had not (Intel Xeon, 2 vCPU).
+    """
+    buffer.reshape(-1)[::512] = 0.0
+
+
 def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None = None, keep: int | None = None,
-                  tol: float = 1e-12, maxiter: int = 100, start=None, progress=None, check_every: int = 2):
+                  tol: float = 1e-12, maxiter: int = 100, start=None, progress=None, check_every: int = 2,
+                  workspace: np.ndarray | None = None):
     """The k largest eigenpairs of a symmetric positive definite operator.
 
     Args:
@@ -136,6 +169,9 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
             combinations of them form the first block.
         progress: optional ``progress(n_converged, k)`` after each Rayleigh–Ritz step.
         check_every: blocks between Rayleigh–Ritz steps (and at every restart).
+        workspace: optional ``basis_workspace(n, k, block=, basis=, keep=)``, its pages
+            mapped (``map_pages``); made here otherwise. The result's vectors are its
+            first k rows, to which it shrinks.
 
     Returns:
         ``(theta (k,) descending, Y (n, k) orthonormal, residuals (k,), info)``, info with
@@ -148,19 +184,16 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         # wanted subspace, with the block width of a fresh start
         X = start @ rng.standard_normal((start.shape[1], block))
     w = X.shape[1]
-    keep = min(k + block if keep is None else keep, n - w)
-    size = min(max(2 * k, keep + 3 * w) if basis is None else max(basis, keep + 2 * w), n - w)
-    # Column-major: a block of basis vectors V[:, a:b] is one contiguous piece of memory, so
-    # the reorthogonalisation GEMMs stream it (row-major, a narrow block is a strided read
-    # that defeats the prefetcher: ~3x the time at 163,842 rows)
-    # (V is the transpose of a row-major buffer so that the buffer can give its first k
-    # columns back as the result: see the end)
-    buffer = np.empty((size + 2 * w, n))
-    # Its pages mapped here, on one thread, before the row-split products write them: where
-    # two threads first write the same fresh (transparent huge) page at once, each fault
-    # waited ~5 ms, and the first cycle's blocks took 45-60 ms more than on mapped memory
-    # (50,000 x 136: one write per 4 KB page, 4-8 ms; Intel Xeon, 2 vCPU)
-    buffer.reshape(-1)[::512] = 0.0
+    keep, size = _sizes(n, k, w, basis, keep)
+    if workspace is None:
+        workspace = basis_workspace(n, k, block=w, basis=basis, keep=keep)
+        map_pages(workspace)
+    elif not (workspace.shape == (size + 2 * w, n) and workspace.dtype == np.float64
+              and workspace.flags.c_contiguous and workspace.flags.owndata):
+        raise ValueError(f"workspace must be basis_workspace(n, k, ...) for these sizes: a float64 array of "
+                         f"shape {(size + 2 * w, n)} that owns its memory (got {workspace.dtype}, {workspace.shape})")
+    buffer = workspace
+    del workspace  # the buffer is resized at the end: no other reference in this frame
     V = buffer.T
     H = np.zeros((size + 2 * w, size + 2 * w))
     _orthonormal_block(np.asfortranarray(X), V[:, :0], rng, V[:, :w])

@@ -193,6 +193,36 @@ def test_block_lanczos_on_a_known_spectrum():
     assert Y.flags.f_contiguous and Y.base is not None and Y.base.nbytes == Y.nbytes
 
 
+def test_block_lanczos_in_a_workspace_mapped_elsewhere():
+    # the Cholesky route maps the basis' pages on another thread while it factors: the same
+    # iteration in that memory, and a workspace of other sizes refused before any work
+    from kernelrt.kernels.laplacian.lanczos import basis_workspace, map_pages
+
+    theta = np.linspace(2.0, 0.01, 300)
+    apply = lambda X: theta[:, None] * X  # noqa: E731
+    sizes = {"block": 4, "keep": 20, "basis": 36}
+    plain = block_lanczos(apply, theta.size, 8, **sizes, tol=1e-12)
+    workspace = basis_workspace(theta.size, 8, **sizes)
+    map_pages(workspace)
+    given = block_lanczos(apply, theta.size, 8, **sizes, tol=1e-12, workspace=workspace)
+    assert np.array_equal(given[0], plain[0]) and np.array_equal(given[1], plain[1])
+    assert given[1].base is workspace and workspace.shape == (8, theta.size)  # shrunk to the result
+    calls = []
+    for wrong in (np.empty((10, theta.size)), basis_workspace(theta.size, 8, **sizes).astype(np.float32),
+                  basis_workspace(theta.size, 8, **sizes)[:, ::1].T.copy().T):
+        with pytest.raises(ValueError, match="workspace must be basis_workspace"):
+            block_lanczos(lambda X: calls.append(1) or apply(X), theta.size, 8, **sizes, workspace=wrong)
+    assert not calls
+
+
+def test_cholesky_route_leaves_no_mapping_thread(noisy4):
+    import threading
+
+    L, m = noisy4
+    lap.eigenpairs(L, m, 10, backend="cpu", method="cholesky")
+    assert not [t for t in threading.enumerate() if t.name == "kernelrt-basis-pages"]
+
+
 @pytest.mark.parametrize("kappa", [2.0, 1e3, 1e6])
 def test_orthonormal_block_takes_a_second_pass_where_one_is_not_enough(kappa):
     # One Cholesky QR pass leaves QᵀQ - I ~ κ² ε (1e-4 at κ = 1e6); the block takes the
