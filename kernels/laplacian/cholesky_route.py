@@ -88,9 +88,11 @@ def cholesky_eigenpairs(L, m, k, sigma, tol, maxiter, library, start, progress, 
 
 def _solve(L, m, k, sigma, tol, maxiter, library, start, progress, pattern, sizes):
     t0 = time.perf_counter()
-    # The Krylov basis' pages mapped on another thread while this one makes the factor (one
-    # core: METIS's ordering and the numeric factorisation are serial), instead of before the
-    # iteration: 23-67 ms at 50,000 vertices, k = 50 (lanczos.map_pages)
+    # The Krylov basis' pages mapped on another thread while this one makes the factor (METIS's
+    # ordering and the numeric factorisation are serial), not before the iteration (23-67 ms at
+    # 50,000 vertices, k = 50: lanczos.map_pages). The Bunny's first solve in a fresh process took
+    # 0.78-0.82 s against 0.85-1.02 s; after another solve had freed memory, the factor took ~25 ms
+    # longer beside the mapping and the iteration as much less (Intel Xeon, 2 vCPU)
     workspace = basis_workspace(L.shape[0], k, **sizes)
     mapping = threading.Thread(target=map_pages, args=(workspace,), name="kernelrt-basis-pages", daemon=True)
     mapping.start()
