@@ -226,32 +226,21 @@ def test_subtract_then_inner_is_both_products(parts, rows):
     np.testing.assert_allclose(W, ref, rtol=0, atol=1e-12)
     np.testing.assert_allclose(out, V[:, :20].T @ ref, rtol=0, atol=1e-11)
     assert np.array_equal(V, _basis(rows, 30))  # the basis is only read
+    # with the updated block's Gram matrix from the same pass (block Lanczos' instead of a pass of its own)
+    W = W0.copy(order="F")
+    out_too, gram = bp.subtract_then_inner(W, V[:, 10:16], C, V[:, :20], rows=100, gram=True)
+    np.testing.assert_allclose(out_too, out, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(gram, ref.T @ ref, rtol=1e-13, atol=1e-11)
     # nothing to subtract, or nothing to take the inner products with
     W = W0.copy(order="F")
     np.testing.assert_allclose(bp.subtract_then_inner(W, V[:, :0], np.zeros((0, 8)), V[:, :4]), V[:, :4].T @ W0,
                                rtol=0, atol=1e-11)
-    assert bp.subtract_then_inner(W, V[:, :3], C[:3], V[:, :0]).shape == (0, 8)
-    np.testing.assert_allclose(W, W0 - V[:, :3] @ C[:3], rtol=0, atol=1e-12)
-
-
-@pytest.mark.parametrize("rows", [1001, 7])
-def test_subtract_then_inner_gives_the_updated_blocks_gram(parts, rows):
-    # block Lanczos takes W's Gram matrix from this pass instead of a pass of its own
-    V = _basis(rows, 30)
-    rng = np.random.default_rng(6)
-    W0 = np.asfortranarray(rng.standard_normal((rows, 8)))
-    C = rng.standard_normal((6, 8))
-    W = W0.copy(order="F")
-    out, gram = bp.subtract_then_inner(W, V[:, 10:16], C, V[:, :20], rows=100, gram=True)
-    ref = W0 - V[:, 10:16] @ C
-    np.testing.assert_allclose(out, V[:, :20].T @ ref, rtol=0, atol=1e-11)
-    np.testing.assert_allclose(gram, ref.T @ ref, rtol=1e-13, atol=1e-11)
-    # the Gram matrix alone (no columns to take inner products with), and of an empty block
-    W = W0.copy(order="F")
-    out, gram = bp.subtract_then_inner(W, V[:, :0], np.zeros((0, 8)), V[:, :0], gram=True)
+    out, gram = bp.subtract_then_inner(W, V[:, :0], np.zeros((0, 8)), V[:, :0], gram=True)  # the Gram matrix alone
     assert out.shape == (0, 8)
     np.testing.assert_allclose(gram, W0.T @ W0, rtol=1e-13, atol=1e-11)
-    out, gram = bp.subtract_then_inner(W[:, :0], V[:, :3], np.zeros((3, 0)), V[:, :4], gram=True)
+    assert bp.subtract_then_inner(W, V[:, :3], C[:3], V[:, :0]).shape == (0, 8)
+    np.testing.assert_allclose(W, W0 - V[:, :3] @ C[:3], rtol=0, atol=1e-12)
+    out, gram = bp.subtract_then_inner(W[:, :0], V[:, :3], np.zeros((3, 0)), V[:, :4], gram=True)  # an empty block
     assert out.shape == (4, 0) and gram.shape == (0, 0)
 
 
