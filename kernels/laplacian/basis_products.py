@@ -251,7 +251,8 @@ def _subtract_inner(w, ldw, a, lda, c, pa, b, ldb, pb, n, q, rows, out, gram):
             beta = 1.0
 
 
-def subtract_then_inner(W, A, C, B, rows: int = 512, gram: bool = False):
+def subtract_then_inner(W, A, C, B, rows: int = 512,
+                        gram: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """``W -= A @ C``, then ``Bᵀ W`` (p x q, row-major), in one pass over W's rows.
 
     W (n x q), A (n x p_A) and B (n x p) column-major, C (p_A x q); W overlaps neither. Block

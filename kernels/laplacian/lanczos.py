@@ -185,15 +185,14 @@ def block_lanczos(apply, n: int, k: int, *, block: int = 16, basis: int | None =
         X = start @ rng.standard_normal((start.shape[1], block))
     w = X.shape[1]
     keep, size = _sizes(n, k, w, basis, keep)
-    if workspace is None:
-        workspace = basis_workspace(n, k, block=w, basis=basis, keep=keep)
-        map_pages(workspace)
-    elif not (workspace.shape == (size + 2 * w, n) and workspace.dtype == np.float64
-              and workspace.flags.c_contiguous and workspace.flags.owndata):
-        raise ValueError(f"workspace must be basis_workspace(n, k, ...) for these sizes: a float64 array of "
-                         f"shape {(size + 2 * w, n)} that owns its memory (got {workspace.dtype}, {workspace.shape})")
     buffer = workspace
-    del workspace  # the buffer is resized at the end: no other reference in this frame
+    if buffer is None:
+        buffer = basis_workspace(n, k, block=w, basis=basis, keep=keep)
+        map_pages(buffer)
+    elif not (buffer.shape == (size + 2 * w, n) and buffer.dtype == np.float64
+              and buffer.flags.c_contiguous and buffer.flags.owndata):
+        raise ValueError(f"workspace must be basis_workspace(n, k, ...) for these sizes: a float64 array of "
+                         f"shape {(size + 2 * w, n)} that owns its memory (got {buffer.dtype}, {buffer.shape})")
     V = buffer.T
     H = np.zeros((size + 2 * w, size + 2 * w))
     _orthonormal_block(np.asfortranarray(X), V[:, :0], rng, V[:, :w])

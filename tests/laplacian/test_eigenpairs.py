@@ -209,7 +209,7 @@ def test_block_lanczos_in_a_workspace_mapped_elsewhere():
     assert given[1].base is workspace and workspace.shape == (8, theta.size)  # shrunk to the result
     calls = []
     for wrong in (np.empty((10, theta.size)), basis_workspace(theta.size, 8, **sizes).astype(np.float32),
-                  basis_workspace(theta.size, 8, **sizes)[:, ::1].T.copy().T):
+                  np.asfortranarray(basis_workspace(theta.size, 8, **sizes))):
         with pytest.raises(ValueError, match="workspace must be basis_workspace"):
             block_lanczos(lambda X: calls.append(1) or apply(X), theta.size, 8, **sizes, workspace=wrong)
     assert not calls
