@@ -238,7 +238,7 @@ _EIGEN_ESTIMATE = {6: 4.0, 7: 12.0, 8: 45.0}  # GPU seconds, generous: host-side
 
 
 def run_eigen(probe, budget) -> list[dict]:
-    from kernelrt.kernels.laplacian import MeshTopology, eigenpairs, icosphere
+    from kernelrt.kernels.laplacian import eigenpairs
     from kernelrt.kernels.laplacian.chebyshev import default_block
 
     rows, warmed = [], False
@@ -248,10 +248,9 @@ def run_eigen(probe, budget) -> list[dict]:
         if not budget.allows(name, estimate):
             continue
         try:
-            V, F = icosphere(level)
-            L, m = MeshTopology(F, len(V)).assemble(V, "cpu")
+            L, m = ico_matrices(level)
             if not warmed:  # load the kernels (and CuPy's) outside the timed solve
-                eigenpairs(*_small(min(2, level)), 4, backend=probe.backend, method="chebyshev")
+                eigenpairs(*ico_matrices(min(2, level)), 4, backend=probe.backend, method="chebyshev")
                 warmed = True
             iterations = []
             t0 = time.perf_counter()
@@ -261,7 +260,7 @@ def run_eigen(probe, budget) -> list[dict]:
         except Exception as error:  # noqa: BLE001
             rows.append(error_row("eigen", name, "e2e", error))
             continue
-        block = default_block(k, len(V))  # the width it starts with: eigenpairs does not report a grown one
+        block = default_block(k, len(m))  # the width it starts with: eigenpairs does not report a grown one
         info = getattr(result, "info", None) or {}
         phases = getattr(result, "phases", None) or info.get("phases")
         c = ico_counts(level)
@@ -294,7 +293,7 @@ def _cpu_route(probe, budget, name, level, Lm, k, gpu_result, gpu_seconds) -> li
     try:
         # load the CPU route's kernels outside the timing: a small mesh would take the dense route,
         # and the Cholesky route's first solve compiles for 10-16 s where numba's cache is cold
-        eigenpairs(*_small(min(3, level)), 4, backend="cpu", method="cholesky" if level >= 3 else "auto")
+        eigenpairs(*ico_matrices(min(3, level)), 4, backend="cpu", method="cholesky" if level >= 3 else "auto")
         t0 = time.perf_counter()
         ref = eigenpairs(*Lm, k, backend="cpu")
         seconds = time.perf_counter() - t0
@@ -309,8 +308,8 @@ def _cpu_route(probe, budget, name, level, Lm, k, gpu_result, gpu_seconds) -> li
                      gpu_speedup=seconds / gpu_seconds)]
 
 
-def _small(level: int):
-    """(L, m) of a small icosphere, for warming the eigen route's kernels."""
+def ico_matrices(level: int) -> tuple:
+    """(L, m) of an icosphere, assembled on the host (small ones warm the eigen routes' kernels)."""
     from kernelrt.kernels.laplacian import MeshTopology, icosphere
 
     V, F = icosphere(level)

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"sections to run, comma-separated (default: all of {','.join(SECTIONS)})")
     p.add_argument("--budget", type=_budget, default=DEFAULT_BUDGET, metavar="SECONDS",
                    help=f"seconds for the whole probe, shared by the sections (default {DEFAULT_BUDGET:g})")
+    p.add_argument("--anchor-cap", type=_budget, default=60.0, metavar="SECONDS",
+                   help="seconds each anchor eigensolver (torch.lobpcg, cupyx eigsh) may run to reach kernelrt's "
+                        "accuracy before it is stopped unconverged (default 60)")
     p.add_argument("--out", type=Path, default=None, help="output folder (default: bench/results)")
     p.add_argument("--quick", action="store_true", help="fewer and smaller cases")
     p.add_argument("--ncu", action="store_true", help="launch each target kernel twice on fixed inputs, print nothing "
@@ -196,7 +199,7 @@ def main(argv=None) -> int:
         backend = kernelrt.get_backend(args.backend)
     except kernelrt.CudaUnavailableError as e:
         raise SystemExit(f"gpu_probe: error: --backend cuda: {e}") from None
-    probe = Probe(backend, quick=args.quick)
+    probe = Probe(backend, quick=args.quick, anchor_cap=args.anchor_cap)
     probe.peaks = device_peaks(backend, args.peaks)
     if args.ncu:
         from gpu_variants import ncu_launches

@@ -29,11 +29,13 @@ class Probe:
         backend: the kernelrt backend.
         kind: "gpu" (a real CUDA device), "simulated" (Numba's CUDA simulator) or "cpu".
         quick: smaller cases and fewer launches.
+        anchor_cap: seconds each anchor eigensolver may run before it stops unconverged.
     """
 
-    def __init__(self, backend, quick: bool = False):
+    def __init__(self, backend, quick: bool = False, anchor_cap: float = 60.0):
         self.backend = backend
         self.quick = quick
+        self.anchor_cap = anchor_cap
         if backend.name == "cpu":
             self.kind = "cpu"
         else:

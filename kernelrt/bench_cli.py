@@ -36,7 +36,8 @@ SUITES = ("launch", "cache", "cuda_on_cpu", "sfap", "laplacian", "eigen", "myoge
 # `kernelrt bench gpu`: bench/gpu_probe.py (not a pytest suite, so not part of "all"); these options go to it.
 GPU_OPTIONS = {"--section": ("S1,S2", "sections (default: all)"), "--budget": ("SECONDS", "total seconds (default 330)"),
                "--variant": ("NAME", "A/B kernel variants of a group, or all"),
-               "--backend": ("KIND", "auto, cuda or cpu"), "--peaks": ("PEAKS", "peak figures: a model or key=value,...")}
+               "--backend": ("KIND", "auto, cuda or cpu"), "--peaks": ("PEAKS", "peak figures: a model or key=value,..."),
+               "--anchor-cap": ("SECONDS", "seconds each anchor eigensolver may run (default 60)")}
 
 
 def _find_repo() -> Path:
@@ -83,7 +84,7 @@ def add_bench_parser(sub) -> None:
 def _cmd_bench(args) -> int:
     if "gpu" in args.suites:
         return _cmd_gpu(args)
-    given = [o for o in GPU_OPTIONS if getattr(args, o[2:]) is not None] + (["--ncu"] if args.ncu else [])
+    given = [o for o in GPU_OPTIONS if _gpu_option(args, o) is not None] + (["--ncu"] if args.ncu else [])
     if given:
         raise SystemExit(f"kernelrt bench: error: {', '.join(given)}: only for 'kernelrt bench gpu'")
     suites = list(SUITES) if "all" in args.suites else list(dict.fromkeys(args.suites))
@@ -101,6 +102,10 @@ def _cmd_bench(args) -> int:
     return 0 if result["pytest_exit_code"] == 0 else 1
 
 
+def _gpu_option(args, option: str):
+    return getattr(args, option[2:].replace("-", "_"))  # argparse's attribute for --anchor-cap is anchor_cap
+
+
 def _cmd_gpu(args) -> int:
     """``kernelrt bench gpu``: bench/gpu_probe.py in a child process, with the probe's options."""
     if args.suites != ["gpu"]:
@@ -113,7 +118,7 @@ def _cmd_gpu(args) -> int:
         raise SystemExit(f"kernelrt bench gpu: the probe is not in this checkout (no {script})")
     cmd = [sys.executable, str(script)]
     for option in GPU_OPTIONS:
-        value = getattr(args, option[2:])
+        value = _gpu_option(args, option)
         if value is not None:
             cmd += [option, value]
     cmd += ["--quick"] * args.quick + ["--ncu"] * args.ncu + (["--out", str(args.out)] if args.out else [])

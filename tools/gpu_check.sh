@@ -17,7 +17,8 @@
 #   tests  pytest tests/gpu                                  -> $OUT/gpu-tests.txt
 #   demo   warm a cache in a process that sees no GPU (kernelrt cache warm --cc XY), then
 #          kernelrt demo from it; every kernel must load from disk -> $OUT/demo.json
-#   probe  python3 bench/gpu_probe.py --budget 330 --out $OUT  (JSON, plot, short table last)
+#   probe  python3 bench/gpu_probe.py --budget 330 --out $OUT  (JSON, plot, short table last);
+#          PROBE_BUDGET replaces 330, PROBE_ARGS adds options ("--section anchors --anchor-cap 60")
 #   ncu    Nsight Compute on the named kernels of `gpu_probe.py --ncu` (GPU_PLAN §5.4), then the
 #          CSV views and a text summary -> $OUT/kernels.ncu-rep, ncu_raw.csv, ncu_summary.txt
 #   bench  kernelrt bench all --plot -> one tarball of this run's results in $OUT
@@ -154,7 +155,9 @@ fi
 
 if want probe; then
   say "probe: bench/gpu_probe.py --budget 330"
-  run_step probe - "$PY" bench/gpu_probe.py --budget "${PROBE_BUDGET:-330}" --out "$DEST" $QUICK
+  # PROBE_ARGS: more probe options, split on spaces (e.g. "--section anchors,eigen --anchor-cap 60")
+  # shellcheck disable=SC2086
+  run_step probe - "$PY" bench/gpu_probe.py --budget "${PROBE_BUDGET:-330}" --out "$DEST" $QUICK ${PROBE_ARGS:-}
 fi
 
 # ncu_step NAME [probe args]: Nsight Compute on the kernels `gpu_probe.py --ncu [args]` launches,

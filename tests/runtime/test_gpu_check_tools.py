@@ -92,6 +92,19 @@ def test_dry_run_sweep_and_e2e_time_each_setting_and_case(tmp_path):
     assert sorted(p.name for p in out_dir.iterdir()) == ["chebyshev-sweep.json", "eigen-e2e.json", "gpu-check.log"]
 
 
+def test_dry_run_probe_takes_more_options_from_probe_args(tmp_path):
+    out_dir = tmp_path / "out"
+    env = {"OUT": str(out_dir), "KERNELRT_SITE": str(tmp_path / "site"), "GPU_CHECK_ALLOW_CPU": "1",
+           "GPU_CHECK_QUICK": "1", "PYTHON": sys.executable, "KERNELRT_CACHE_DIR": str(tmp_path / "cache"),
+           "PROBE_BUDGET": "60", "PROBE_ARGS": "--section anchors --anchor-cap 5"}
+    out = _run("deps", "probe", env=env, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (path,) = out_dir.glob("*-probe.json")
+    result = json.loads(path.read_text())
+    assert result["argv"][-4:] == ["--section", "anchors", "--anchor-cap", "5"] and result["budget_s"] == 60
+    assert [s for s, sec in result["sections"].items() if sec["status"] == "ran"] == ["anchors"]
+
+
 def test_dry_run_tests_collects_the_gpu_layer_as_a_gpu_machine_does(tmp_path):
     """The GPU machine has kernelrt copied into $SITE, not installed in editable mode.
 

@@ -123,6 +123,7 @@ def test_a_spent_budget_skips_every_case_cleanly(tmp_path, cache):
     (["--section", "copies,gpu"], "sections are copies, launch, sfap"),
     (["--budget", "0"], "argument --budget: expected a positive number of seconds (got 0)"),
     (["--budget", "soon"], "argument --budget: expected a positive number of seconds (got 'soon')"),
+    (["--anchor-cap", "-5"], "argument --anchor-cap: expected a positive number of seconds (got -5)"),
     (["--variant", "tiled"], "variant groups are assembly, sfap_columns, sfap_delay, sparse_spmv"),
     (["--peaks", "hbm=-3"], "--peaks hbm must be a positive number (got '-3')"),
     (["--backend", "gpu"], "argument --backend: invalid choice: 'gpu'"),
@@ -189,9 +190,10 @@ def test_kernelrt_bench_gpu_delegates_to_the_probe(tmp_path, cache):
     assert res.returncode == 0, res.stderr[-2000:]
     result = only_json(tmp_path)
     assert result["sections"]["copies"]["status"] == "ran" and result["sections"]["sfap"]["status"] == "not selected"
-    res = subprocess.run([sys.executable, "-m", "kernelrt.cli", "bench", "launch", "--budget", "3"], capture_output=True,
-                         text=True, cwd=ROOT)
-    assert res.returncode != 0 and "--budget: only for 'kernelrt bench gpu'" in res.stderr
+    for option in ("--budget", "--anchor-cap"):
+        res = subprocess.run([sys.executable, "-m", "kernelrt.cli", "bench", "launch", option, "3"], capture_output=True,
+                             text=True, cwd=ROOT)
+        assert res.returncode != 0 and f"{option}: only for 'kernelrt bench gpu'" in res.stderr
     res = subprocess.run([sys.executable, "-m", "kernelrt.cli", "bench", "gpu", "sfap"], capture_output=True, text=True,
                          cwd=ROOT)
     assert res.returncode != 0 and "gpu runs alone (got gpu sfap)" in res.stderr
