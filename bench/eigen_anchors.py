@@ -145,8 +145,8 @@ def lobpcg_run(torch, L, m, k: int, *, cap_s: float, lam1: float, device, refere
     C = sp.csr_matrix(L)
     with warnings.catch_warnings():  # "sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
-        A = torch.sparse_csr_tensor(torch.tensor(C.indptr, dtype=torch.int64), torch.tensor(C.indices, dtype=torch.int64),
-                                    torch.tensor(C.data, dtype=torch.float64), size=(n, n), device=device,
+        rows, cols = torch.tensor(C.indptr, dtype=torch.int64), torch.tensor(C.indices, dtype=torch.int64)
+        A = torch.sparse_csr_tensor(rows, cols, torch.tensor(C.data, dtype=torch.float64), size=(n, n), device=device,
                                     check_invariants=True)
     idx = torch.arange(n, device=device)
     mt = torch.tensor(np.asarray(m, dtype=np.float64), device=device)

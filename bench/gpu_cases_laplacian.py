@@ -149,9 +149,9 @@ def _kernel_row(probe, rows, case, launch, floor, n, **info):
         rows.append(error_row("laplacian", case, "kernel-only", error))
 
 
-def _e2e_row(probe, rows, case, fn, floor, rounds=3, what="e2e", **info):
+def _e2e_row(probe, rows, case, fn, floor, rounds=3, what="e2e", profile=False, **info):
     try:
-        rows.append(make_row(probe, "laplacian", case, what, e2e(probe, fn, rounds), floor, **info))
+        rows.append(make_row(probe, "laplacian", case, what, e2e(probe, fn, rounds, profile), floor, **info))
     except Exception as error:  # noqa: BLE001
         rows.append(error_row("laplacian", case, what, error))
 
@@ -183,8 +183,9 @@ def run_laplacian(probe, budget) -> list[dict]:
         c, pk, info = ico_counts(level), probe.peaks, {"vertices": s.n, "nnz": s.nnz}
         n, nnz = c["n"], c["nnz"]
         _assembly_rows(probe, rows, s, name, 1, info)
+        # the rows far above their targets (docs/results.md) say where their host time goes
         _e2e_row(probe, rows, f"{name} assemble", lambda: s.topo.assemble(s.V, probe.backend),
-                 assembly_e2e_floor(n, c["faces"], nnz, pk), **info)
+                 assembly_e2e_floor(n, c["faces"], nnz, pk), profile=True, **info)
         _kernel_row(probe, rows, f"{name} csr_matvec", s.spmv, spmv_floor(n, nnz, pk), 50, **info)
         xh, Xh = np.ones(n), np.ones((n, SPMM_K))
         pcie = pk.pcie[0]
@@ -196,7 +197,7 @@ def run_laplacian(probe, budget) -> list[dict]:
         _kernel_row(probe, rows, f"{name} heat_step", s.heat, heat_floor(n, nnz, 1, pk), 50, **info)
         heat = heat_floor(n, nnz, heat_steps, pk)
         _e2e_row(probe, rows, f"{name} heat{heat_steps} device arrays", lambda: s.op.heat_steps(s.x, TAU, heat_steps),
-                 heat, what="loop", **info)
+                 heat, what="loop", profile=True, **info)
         _e2e_row(probe, rows, f"{name} heat{heat_steps}", lambda: s.op.heat_steps(xh, TAU, heat_steps),
                  _plus(heat, 16 * n / pcie), **info)
         del s
@@ -209,7 +210,8 @@ def run_laplacian(probe, budget) -> list[dict]:
             info = {"vertices": s.n, "subjects": subjects}
             _assembly_rows(probe, rows, s, name, subjects, info)
             _e2e_row(probe, rows, f"{name} assemble_batch", lambda: s.topo.assemble_batch(s.cohort, probe.backend),
-                     assembly_e2e_floor(c["n"], c["faces"], c["nnz"], probe.peaks, subjects), rounds=2, **info)
+                     assembly_e2e_floor(c["n"], c["faces"], c["nnz"], probe.peaks, subjects), rounds=2, profile=True,
+                     **info)
         except Exception as error:  # noqa: BLE001
             rows.append(error_row("laplacian", name, "setup", error))
     return rows

@@ -136,7 +136,7 @@ def run_sfap(probe, budget) -> list[dict]:
         from kernelrt.kernels.sfap import compute_sfaps
 
         try:
-            timing = e2e(probe, lambda: compute_sfaps(**setup.case, backend=probe.backend), 3)
+            timing = e2e(probe, lambda: compute_sfaps(**setup.case, backend=probe.backend), 3, profile=True)
             rows.append(make_row(probe, "sfap", f"{name} compute_sfaps", "e2e", timing, e2e_floor, **info))
         except Exception as error:  # noqa: BLE001
             rows.append(error_row("sfap", f"{name} compute_sfaps", "e2e", error))

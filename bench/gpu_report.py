@@ -7,14 +7,15 @@ a status: "ok" (a GPU figure), "cpu" (the CPU backend's wall clock against the n
 device's floor), "simulated" (the CUDA simulator: meaningless as speed), "error: ..."
 or "skipped: ...". The table printed last is one short line per row (the GPU tool
 keeps only the tail of the output). ``python bench/gpu_report.py RESULT.json ...`` prints
-the rows of one or more probe results as a Markdown table (docs/gpu.md's results).
+the rows of one or more probe results as a Markdown table (docs/gpu.md's results), then the
+host profiles of the end-to-end rows that carry one.
 """
 
 from __future__ import annotations
 
 import math
 
-__all__ = ["make_row", "error_row", "table_lines", "markdown_lines", "plot_ratios"]
+__all__ = ["make_row", "error_row", "table_lines", "markdown_lines", "profile_lines", "plot_ratios"]
 
 
 def make_row(probe, section: str, case: str, what: str, timing: dict, floor: dict | None, **extra) -> dict:
@@ -94,6 +95,21 @@ def markdown_lines(results: list[dict]) -> list[str]:
     return lines
 
 
+def profile_lines(results: list[dict], top: int = 6) -> list[str]:
+    """The rows that carry a ``host_profile`` (gpu_timing.e2e): each one's top functions by own time."""
+    lines = []
+    for result in results:
+        for name, sec in result["sections"].items():
+            for r in sec.get("rows", []):
+                if not r.get("host_profile"):
+                    continue
+                lines += ["", f"{name}: {r['case']} ({r['what']}, {_time(r.get('seconds'))}), one profiled call:", "",
+                          "| function | calls | own | cumulative |", "|---|---|---|---|"]
+                lines += [f"| `{f['function']}` | {f['calls']} | {_time(f['own_s'])} | {_time(f['cumulative_s'])} |"
+                          for f in r["host_profile"][:top]]
+    return ["", "Where the host time goes:"] + lines if lines else []
+
+
 def plot_ratios(result: dict, path) -> bool:
     """One PNG: each row's time / floor, per section (log scale); False when matplotlib is missing or nothing to plot."""
     rows = [r for s in result["sections"].values() for r in s.get("rows", []) if r.get("ratio")]
@@ -143,4 +159,5 @@ if __name__ == "__main__":
 
     if len(sys.argv) < 2:
         sys.exit("usage: python bench/gpu_report.py PROBE.json [PROBE.json ...]  (prints a Markdown table)")
-    print("\n".join(markdown_lines([json.load(open(p)) for p in sys.argv[1:]])))
+    loaded = [json.load(open(p)) for p in sys.argv[1:]]
+    print("\n".join(markdown_lines(loaded) + profile_lines(loaded)))

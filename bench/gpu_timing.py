@@ -6,18 +6,22 @@
   a sleeping kernel first, so the events bracket device work alone; the record says
   which (``timing``). On the CPU backend: the wall clock (``timing`` "wall"); under the
   CUDA simulator: the wall clock too, labelled "simulated" (meaningless as speed).
-* ``e2e(probe, fn)``: host arrays in, host arrays out, wall clock, best of a few rounds.
+* ``e2e(probe, fn)``: host arrays in, host arrays out, wall clock, best of a few rounds;
+  with ``profile=True`` also where one call spends its host time (``host_profile``).
 * ``Budget``: the probe's seconds shared across sections; a section stops between cases
   once its share is spent and records which cases it skipped.
 """
 
 from __future__ import annotations
 
+import cProfile
 import math
+import pstats
 import statistics
 import time
+from pathlib import Path
 
-__all__ = ["Probe", "Budget", "SectionBudget", "kernel_only", "e2e", "host_time"]
+__all__ = ["Probe", "Budget", "SectionBudget", "kernel_only", "e2e", "host_time", "host_profile"]
 
 SLEEP_NS = 20_000  # one nanosleep call of the sleeper kernel (the hardware caps one call near 1 ms)
 
@@ -96,8 +100,13 @@ def host_time(fn, rounds: int = 3) -> float:
     return best
 
 
-def e2e(probe: Probe, fn, rounds: int = 3) -> dict:
-    """Host in, host out: the best wall-clock seconds of ``rounds`` calls after one warm-up call."""
+def e2e(probe: Probe, fn, rounds: int = 3, profile: bool = False) -> dict:
+    """Host in, host out: the best wall-clock seconds of ``rounds`` calls after one warm-up call.
+
+    ``profile``: one more call under cProfile, after the timed ones, whose top functions by
+    own time go in the record (``host_profile``): where an end-to-end figure far above its
+    floor spends its host time (a device wait shows as the synchronising call's own time).
+    """
     fn()
     probe.sync()
     if probe.kind == "simulated":
@@ -108,8 +117,22 @@ def e2e(probe: Probe, fn, rounds: int = 3) -> dict:
         fn()
         probe.sync()
         times.append(time.perf_counter() - t0)
-    return {"seconds": min(times), "median_s": statistics.median(times), "rounds": len(times),
-            "timing": "simulated" if probe.kind == "simulated" else "wall"}
+    out = {"seconds": min(times), "median_s": statistics.median(times), "rounds": len(times),
+           "timing": "simulated" if probe.kind == "simulated" else "wall"}
+    if profile and probe.kind != "simulated":
+        out["host_profile"] = host_profile(lambda: (fn(), probe.sync()))
+    return out
+
+
+def host_profile(fn, top: int = 12) -> list[dict]:
+    """One call of ``fn`` under cProfile: its ``top`` functions by own time, with calls and cumulative time."""
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    # the raw table: get_stats_profile() rounds its times to milliseconds
+    raw = pstats.Stats(profiler).stats  # {(file, line, name): (primitive calls, calls, own, cumulative, callers)}
+    ranked = sorted(raw.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    return [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "own_s": own, "cumulative_s": cumulative}
+            for (file, line, name), (_, calls, own, cumulative, _) in ranked]
 
 
 def kernel_only(probe: Probe, launch, n: int = 50) -> dict:

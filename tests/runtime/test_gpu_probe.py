@@ -86,6 +86,24 @@ def test_rows_have_floors_ratios_and_cpu_labels(quick_run):
     assert all(r["first_call_s"] > 0 for r in dask)
 
 
+def test_the_end_to_end_rows_far_from_their_targets_say_where_their_host_time_goes(quick_run):
+    result = only_json(quick_run[1])
+    rows = [r for s in result["sections"].values() for r in s["rows"]]
+    profiled = {r["case"] for r in rows if "host_profile" in r}
+    assert any(c.endswith(" assemble") for c in profiled) and any(c.endswith(" assemble_batch") for c in profiled)
+    assert any(c.endswith("compute_sfaps") for c in profiled) and any("device arrays" in c for c in profiled)
+    for r in rows:
+        for f in r.get("host_profile", []):
+            assert f["calls"] >= 1 and 0 <= f["own_s"] <= f["cumulative_s"] + 1e-9 and ":" in f["function"]
+    sfap = next(r for r in rows if r["case"].endswith("compute_sfaps"))
+    own = [f["own_s"] for f in sfap["host_profile"]]
+    assert own == sorted(own, reverse=True) and sum(own) <= 10 * sfap["seconds"]  # one call, its top functions
+    report = subprocess.run([sys.executable, str(ROOT / "bench" / "gpu_report.py"), str(next(quick_run[1].glob("*.json")))],
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0 and "Where the host time goes:" in report.stdout
+    assert f"sfap: {sfap['case']} (e2e" in report.stdout and "| function | calls | own | cumulative |" in report.stdout
+
+
 def test_sfap_floor_uses_the_cases_own_counts(quick_run):
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_floors
