@@ -27,6 +27,7 @@ eigenpairs there (kernelrt's own figure is host in, host out): a small favour to
 
 from __future__ import annotations
 
+import inspect
 import time
 import warnings
 
@@ -169,30 +170,43 @@ def lobpcg_run(torch, L, m, k: int, *, cap_s: float, lam1: float, device, refere
     return {**out, "steps": stop.steps, "stopped_by": stop.stopped_by or "lobpcg", "tracker_worst": stop.worst}
 
 
-def eigsh_run(eigsh, to_device, host, L, m, k: int, *, cap_s: float, lam1: float, sync=lambda: None, reference=None,
-              seed: int = 0) -> dict:
+def eigsh_run(eigsh, to_device, host, L, m, k: int, *, cap_s: float, lam1: float, sync=lambda: None, reseed=None,
+              reference=None, seed: int = 0) -> dict:
     """cupyx ``eigsh(S L S, k, which='SA')`` with the products ``cap_s`` allows; the timing and the judged result.
 
     Args:
         eigsh: cupyx.scipy.sparse.linalg.eigsh (or SciPy's, on the host).
         to_device: a SciPy CSR matrix or a NumPy vector -> the solver's.
         host: the solver's array -> NumPy.
+        reseed: ``(seed) -> None`` seeding the generator of an ``eigsh`` without ``v0`` (older
+            CuPy draws its start from ``cupy.random``), so each call starts alike.
     """
     n = L.shape[0]
     A, s = scaled_operator(L, m)
-    Ad, v0 = to_device(A), to_device(np.random.default_rng(seed).random(n))
+    Ad = to_device(A)
+    start = np.random.default_rng(seed).random(n)
+    takes_v0 = "v0" in inspect.signature(eigsh).parameters
+
+    def call(maxiter):
+        if not takes_v0 and reseed is not None:
+            reseed(seed)
+        return eigsh(Ad, k=k, which="SA", ncv=ncv, maxiter=maxiter, tol=tol,
+                     **({"v0": to_device(start)} if takes_v0 else {}))
+
     ncv = min(max(2 * k, k + 32), n - 1)  # cupyx's default, named so the products can be counted
     tol = eigsh_tolerance(lam1, m)
-    sync()
+    passes = []
+    for _ in range(2):  # one Lanczos pass (ncv products), twice: the first also loads cuSPARSE and cuBLAS
+        sync()
+        t0 = time.perf_counter()
+        call(ncv)
+        sync()
+        passes.append(time.perf_counter() - t0)
+    products = max(ncv, int(ncv * cap_s / max(min(passes), 1e-9)))
     t0 = time.perf_counter()
-    eigsh(Ad, k=k, which="SA", v0=v0, ncv=ncv, maxiter=ncv, tol=tol)  # one Lanczos pass: ncv products
-    sync()
-    one_pass = time.perf_counter() - t0
-    products = max(ncv, int(ncv * cap_s / max(one_pass, 1e-9)))
-    t0 = time.perf_counter()
-    w, y = eigsh(Ad, k=k, which="SA", v0=v0, ncv=ncv, maxiter=products, tol=tol)
+    w, y = call(products)
     sync()
     seconds = time.perf_counter() - t0
     out = _judged(L, m, host(w), s[:, None] * host(y), seconds, reference)
-    return {**out, "ncv": ncv, "max_products": products, "one_pass_s": one_pass, "tol": tol,
+    return {**out, "ncv": ncv, "max_products": products, "one_pass_s": min(passes), "tol": tol,
             "stopped_by": "target" if out["met"] else "unmet"}

@@ -119,6 +119,25 @@ def test_eigsh_run_judges_scipys_eigsh_by_kernelrts_measure(anchors, mesh):
     assert out["ncv"] == 42 and out["max_products"] >= out["ncv"] and out["tol"] == anchors.eigsh_tolerance(lam1, m)
 
 
+def test_an_eigsh_without_v0_is_reseeded_before_each_call(anchors, mesh):
+    # CuPy releases before eigsh took v0 draw the start from cupy.random: reseeded, every call starts alike
+    L, m, ref = mesh
+    seeds, starts, rng = [], [], {}
+
+    def reseed(seed):
+        seeds.append(seed)
+        rng["g"] = np.random.default_rng(seed)
+
+    def eigsh_without_v0(a, k=6, *, which="LM", ncv=None, maxiter=None, tol=0):
+        starts.append(rng["g"].random(a.shape[0]))
+        return eigsh(a, k=k, which=which, ncv=ncv, maxiter=maxiter, tol=tol, v0=starts[-1])
+
+    out = anchors.eigsh_run(eigsh_without_v0, lambda a: a, np.asarray, L, m, 10, cap_s=30.0,
+                            lam1=anchors.smallest_positive(ref.evals), reseed=reseed, reference=ref.evals, seed=7)
+    assert seeds == [7, 7, 7] and all(np.array_equal(s, starts[0]) for s in starts)  # two timing passes, the run
+    assert out["same_eigenvalues"] and out["one_pass_s"] > 0
+
+
 def test_lobpcg_run_reaches_kernelrts_measure_or_stops_at_the_cap(anchors, mesh):
     torch = pytest.importorskip("torch")
     L, m, ref = mesh
