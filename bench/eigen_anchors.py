@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from kernelrt.kernels.laplacian import eigen_report
 from kernelrt.kernels.laplacian.eigen_report import relative_residuals, report
 
 __all__ = ["TARGET", "scaled_operator", "eigsh_tolerance", "lobpcg_tolerance", "StopAtTarget", "lobpcg_run",
@@ -50,12 +51,11 @@ def scaled_operator(L, m) -> tuple[sp.csr_matrix, np.ndarray]:
 
 
 def smallest_positive(evals) -> float:
-    """λ₁: the smallest eigenvalue above 1e-10 of the largest (the measure's floor for the null pair)."""
-    evals = np.asarray(evals, dtype=np.float64)
-    positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
-    if not positive.size:
-        raise ValueError(f"needs a positive eigenvalue to scale the tolerance (got {evals[:5]}...)")
-    return float(positive.min())
+    """λ₁ as kernelrt's measure takes it (``eigen_report.smallest_positive``); the tolerances need one."""
+    lam1 = eigen_report.smallest_positive(evals)
+    if lam1 is None:
+        raise ValueError(f"needs a positive eigenvalue to scale the tolerance (got {np.asarray(evals)[:5]}...)")
+    return lam1
 
 
 def eigsh_tolerance(lam1: float, m) -> float:
@@ -115,7 +115,7 @@ class StopAtTarget:
 
 # torch.lobpcg's own orthogonalisation tolerances (its default tol, float64's eps ** 0.5): they
 # default to ``tol``, which lobpcg_tolerance sets far smaller, and would change its algorithm
-_TORCH_ORTHO = {"ortho_tol": 2.23e-16 ** 0.5, "ortho_tol_drop": 2.23e-16 ** 0.5, "ortho_tol_replace": 2.23e-16 ** 0.5}
+_TORCH_ORTHO = dict.fromkeys(("ortho_tol", "ortho_tol_drop", "ortho_tol_replace"), 2.23e-16 ** 0.5)
 
 
 def _judged(L, m, evals, evecs, seconds: float, reference) -> dict:
@@ -144,24 +144,22 @@ def lobpcg_run(torch, L, m, k: int, *, cap_s: float, lam1: float, device, refere
     """``torch.lobpcg`` on L v = λ M v until kernelrt's measure or ``cap_s``; the timing and the judged result."""
     n = L.shape[0]
     C = sp.csr_matrix(L)
+    idx = torch.arange(n, device=device)
+    mt = torch.tensor(np.asarray(m, dtype=np.float64), device=device)
     with warnings.catch_warnings():  # "sparse CSR tensor support is in beta state"
         warnings.simplefilter("ignore", UserWarning)
         rows, cols = torch.tensor(C.indptr, dtype=torch.int64), torch.tensor(C.indices, dtype=torch.int64)
         A = torch.sparse_csr_tensor(rows, cols, torch.tensor(C.data, dtype=torch.float64), size=(n, n), device=device,
                                     check_invariants=True)
-    idx = torch.arange(n, device=device)
-    mt = torch.tensor(np.asarray(m, dtype=np.float64), device=device)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
         B = torch.sparse_coo_tensor(torch.stack([idx, idx]), mt, (n, n), check_invariants=True).to_sparse_csr()
     gen = torch.Generator(device=device).manual_seed(seed)
     X0 = torch.randn((n, k), dtype=torch.float64, device=device, generator=gen)
     a_norm = float(torch.linalg.matrix_norm(A @ X0) / torch.linalg.matrix_norm(X0))  # as lobpcg estimates it
-    stop = StopAtTarget(mt[:, None], k, cap_s, host=lambda t: t.detach().cpu().numpy(),
-                        norms=lambda t: torch.linalg.vector_norm(t, dim=0))
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     sync()
-    t0 = stop.t0 = time.perf_counter()
+    stop = StopAtTarget(mt[:, None], k, cap_s, host=lambda t: t.detach().cpu().numpy(),
+                        norms=lambda t: torch.linalg.vector_norm(t, dim=0))
+    t0 = stop.t0  # its clock starts the timed span
     w, v = torch.lobpcg(A, k, B=B, X=X0, largest=False, niter=-1, tol=lobpcg_tolerance(lam1, m, a_norm),
                         tracker=stop, ortho_fparams=dict(_TORCH_ORTHO))
     sync()
@@ -186,6 +184,8 @@ def eigsh_run(eigsh, to_device, host, L, m, k: int, *, cap_s: float, lam1: float
     Ad = to_device(A)
     start = np.random.default_rng(seed).random(n)
     takes_v0 = "v0" in inspect.signature(eigsh).parameters
+    ncv = min(max(2 * k, k + 32), n - 1)  # cupyx's default, named so the products can be counted
+    tol = eigsh_tolerance(lam1, m)
 
     def call(maxiter):
         if not takes_v0 and reseed is not None:
@@ -193,8 +193,6 @@ def eigsh_run(eigsh, to_device, host, L, m, k: int, *, cap_s: float, lam1: float
         return eigsh(Ad, k=k, which="SA", ncv=ncv, maxiter=maxiter, tol=tol,
                      **({"v0": to_device(start)} if takes_v0 else {}))
 
-    ncv = min(max(2 * k, k + 32), n - 1)  # cupyx's default, named so the products can be counted
-    tol = eigsh_tolerance(lam1, m)
     passes = []
     for _ in range(2):  # one Lanczos pass (ncv products), twice: the first also loads cuSPARSE and cuBLAS
         sync()

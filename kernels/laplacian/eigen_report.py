@@ -13,7 +13,7 @@ import numpy as np
 
 from .basis_products import report_sums
 
-__all__ = ["EigenConvergenceError", "report", "device_report", "relative_residuals"]
+__all__ = ["EigenConvergenceError", "report", "device_report", "relative_residuals", "smallest_positive"]
 
 
 class EigenConvergenceError(RuntimeError):
@@ -80,8 +80,14 @@ def relative_residuals(residual, mv, evals) -> np.ndarray:
     """``‖L v - λ M v‖ / (|λ| ‖M v‖)`` per pair from the two norms, the null pair's |λ| replaced by λ₁.
 
     ``report``'s measure from norms computed elsewhere (a solver's own residual block, as the
-    benchmark's anchors compute it); λ₁ is the smallest eigenvalue above 1e-10 of the largest.
+    benchmark's anchors compute it); λ₁ is ``smallest_positive(evals)`` (1.0 when there is none).
     """
+    floor = smallest_positive(evals)
+    return residual / (np.maximum(np.abs(evals), 1.0 if floor is None else floor) * mv)
+
+
+def smallest_positive(evals) -> float | None:
+    """λ₁: the smallest eigenvalue above 1e-10 of the largest (the null pair's scale), or None if none is."""
+    evals = np.asarray(evals, dtype=np.float64)
     positive = evals[evals > 1e-10 * max(float(evals.max()), 1e-300)]
-    floor = float(positive.min()) if positive.size else 1.0
-    return residual / (np.maximum(np.abs(evals), floor) * mv)
+    return float(positive.min()) if positive.size else None
